@@ -1,0 +1,221 @@
+"""The actor: steps environments with the collect policy and writes transitions.
+
+One actor steps `num_envs` environments together and makes one batched
+policy call per step. It uses uniform random actions until the replay table
+holds `initial_collect_steps` transitions (counted across all actors), then
+the learner's latest weights, pulled every `variable_update_interval` steps.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from typing import Callable, Deque, List, Optional
+
+import numpy as np
+from absl import logging
+from tf_agents.environments import py_environment
+
+from sac_distributed import specs as specs_lib
+from sac_distributed.config import ActorConfig
+from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, table_info
+from sac_distributed.runtime import Metrics
+from sac_distributed.variables import VariableContainer
+
+_RETURN_WINDOW = 10  # episodes averaged in actor/AverageReturn
+_WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
+
+
+@dataclasses.dataclass
+class ActorStats:
+    """Counters an actor reports when it stops."""
+
+    env_steps: int = 0
+    transitions_written: int = 0
+    episodes: int = 0
+    dropped_non_finite: int = 0
+    weight_updates: int = 0
+    last_policy_lag: int = 0
+    stop_reason: str = ""
+
+
+class ActorLoop:
+    """Collects experience from `envs` into the replay table until told to stop."""
+
+    def __init__(
+        self,
+        config: ActorConfig,
+        envs: List[py_environment.PyEnvironment],
+        writer: TransitionWriter,
+        container: VariableContainer,
+        replay_client,
+        metrics: Metrics,
+        should_stop: Callable[[], bool],
+    ):
+        self._config = config
+        self._envs = envs
+        self._writer = writer
+        self._container = container
+        self._replay_client = replay_client
+        self._metrics = metrics
+        self._should_stop = should_stop
+        action_spec = envs[0].action_spec()
+        self._policy = NumpyActorPolicy(
+            action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.seed
+        )
+        self._policy_train_step: Optional[int] = None
+        self._learner_done = False
+        self._warm = False
+        self.stats = ActorStats()
+        self._returns: Deque[float] = collections.deque(maxlen=_RETURN_WINDOW)
+        self._lengths: Deque[int] = collections.deque(maxlen=_RETURN_WINDOW)
+
+    def run(self) -> ActorStats:
+        """Runs until the learner is done, max_env_steps, or a stop signal."""
+        time_steps = [env.reset() for env in self._envs]
+        episode_return = np.zeros(len(self._envs))
+        episode_length = np.zeros(len(self._envs), dtype=np.int64)
+        self._refresh_weights()
+        step = 0
+        last_summary = (time.monotonic(), 0)
+        while not self._stop_reason():
+            if step % self._config.variable_update_interval == 0 and step:
+                self._refresh_weights()
+            if not self._warm and step % _WARMUP_CHECK_EVERY == 0:
+                self._check_warm()
+            time_steps = self._step(time_steps, episode_return, episode_length)
+            step += 1
+            self._wait_for_replay_capacity()
+            last_summary = self._maybe_summarize(last_summary)
+        self._writer.flush(timeout_ms=5_000)
+        self._metrics.flush()
+        self.stats.transitions_written = self._writer.items_written
+        logging.info(
+            "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
+        )
+        return self.stats
+
+    def _wait_for_replay_capacity(self) -> None:
+        """Waits while the rate limiter holds inserts back, watching for stops."""
+        while not self._writer.throttle():
+            self._refresh_weights()
+            if self._stop_reason():
+                return
+
+    def _stop_reason(self) -> str:
+        if self._should_stop():
+            self.stats.stop_reason = "stop signal"
+        elif self._learner_done:
+            self.stats.stop_reason = "learner finished"
+        elif self._config.max_env_steps and self.stats.env_steps >= self._config.max_env_steps:
+            self.stats.stop_reason = "max_env_steps reached"
+        return self.stats.stop_reason
+
+    def _step(self, time_steps, episode_return, episode_length):
+        observations = np.stack([t.observation for t in time_steps])
+        if self._warm and self._policy.has_weights:
+            actions = self._policy.action(observations)
+        else:
+            actions = self._policy.random_action(len(time_steps))
+        next_steps = []
+        for i, env in enumerate(self._envs):
+            nxt = env.step(actions[i])
+            self.stats.env_steps += 1
+            finite = self._is_finite(nxt)
+            if finite:
+                self._writer.write(
+                    {
+                        specs_lib.OBSERVATION: observations[i],
+                        specs_lib.ACTION: actions[i],
+                        specs_lib.REWARD: np.float32(nxt.reward),
+                        specs_lib.DISCOUNT: np.float32(nxt.discount),
+                        specs_lib.NEXT_OBSERVATION: nxt.observation,
+                    }
+                )
+                episode_return[i] += nxt.reward
+            episode_length[i] += 1
+            if nxt.is_last() or not finite:
+                self._end_episode(i, episode_return, episode_length)
+                nxt = env.reset()
+            next_steps.append(nxt)
+        return next_steps
+
+    def _is_finite(self, time_step) -> bool:
+        ok = bool(np.all(np.isfinite(time_step.observation))) and bool(
+            np.isfinite(time_step.reward)
+        )
+        if not ok:
+            if self.stats.dropped_non_finite == 0:
+                logging.warning(
+                    "Actor %d: the environment returned a non-finite observation or reward "
+                    "(reward=%s); dropping such steps and resetting that env. Counted in "
+                    "actor/dropped_non_finite_steps.",
+                    self._config.task,
+                    time_step.reward,
+                )
+            self.stats.dropped_non_finite += 1
+        return ok
+
+    def _end_episode(self, i: int, episode_return, episode_length) -> None:
+        self._returns.append(float(episode_return[i]))
+        self._lengths.append(int(episode_length[i]))
+        self.stats.episodes += 1
+        episode_return[i] = 0.0
+        episode_length[i] = 0
+        self._metrics.scalars(
+            {
+                "actor/AverageReturn": np.mean(self._returns),
+                "actor/AverageEpisodeLength": np.mean(self._lengths),
+            },
+            self.stats.env_steps,
+        )
+
+    def _check_warm(self) -> None:
+        size = table_info(self._replay_client, REPLAY_TABLE).current_size
+        if size >= self._config.hparams.initial_collect_steps:
+            logging.info(
+                "Actor %d: replay holds %d transitions; switching from random to the "
+                "collect policy.",
+                self._config.task,
+                size,
+            )
+            self._warm = True
+
+    def _refresh_weights(self) -> None:
+        snapshot = self._container.pull()
+        if snapshot is None:
+            return
+        self._learner_done = snapshot.learner_done
+        if snapshot.train_step == self._policy_train_step:
+            return
+        if self._policy_train_step is not None:
+            self.stats.last_policy_lag = snapshot.train_step - self._policy_train_step
+        self._policy.set_weights(snapshot.policy_weights)
+        self._policy_train_step = snapshot.train_step
+        self.stats.weight_updates += 1
+
+    def _maybe_summarize(self, last):
+        t0, steps0 = last
+        elapsed = time.monotonic() - t0
+        if elapsed < self._config.summary_interval_s:
+            return last
+        rate = (self.stats.env_steps - steps0) / elapsed
+        self._metrics.scalars(
+            {
+                "actor/env_steps_per_sec": rate,
+                "actor/policy_lag": self.stats.last_policy_lag,
+                "actor/dropped_non_finite_steps": self.stats.dropped_non_finite,
+            },
+            self.stats.env_steps,
+        )
+        logging.info(
+            "Actor %d: %d env steps (%.0f/s), %d episodes, last returns %s",
+            self._config.task,
+            self.stats.env_steps,
+            rate,
+            self.stats.episodes,
+            np.round(list(self._returns)[-3:], 1).tolist(),
+        )
+        return (time.monotonic(), self.stats.env_steps)

@@ -1,0 +1,116 @@
+"""SAC networks, the TF-Agents SacAgent factory and distribution strategies.
+
+Nothing here knows about Reverb, processes or flags: the same factories serve
+the learner binary, the in-process tests and the notebook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional
+
+import tensorflow as tf
+from tf_agents.agents.ddpg import critic_network
+from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
+from tf_agents.networks import actor_distribution_network, network
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed.config import Hyperparams
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpecs:
+    """Tensor specs of one environment, the source of every signature."""
+
+    observation: tensor_spec.TensorSpec
+    action: tensor_spec.BoundedTensorSpec
+    time_step: ts.TimeStep
+
+
+def make_actor_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network:
+    """The policy MLP with a tanh-squashed Gaussian head, as in the tutorial."""
+    return actor_distribution_network.ActorDistributionNetwork(
+        specs.observation,
+        specs.action,
+        fc_layer_params=hparams.actor_fc_layer_params,
+        continuous_projection_net=tanh_normal_projection_network.TanhNormalProjectionNetwork,
+    )
+
+
+def make_critic_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network:
+    """Q(s, a) on the concatenated observation and action, as in the tutorial."""
+    return critic_network.CriticNetwork(
+        (specs.observation, specs.action),
+        observation_fc_layer_params=None,
+        action_fc_layer_params=None,
+        joint_fc_layer_params=hparams.critic_joint_fc_layer_params,
+        kernel_initializer="glorot_uniform",
+        last_kernel_initializer="glorot_uniform",
+    )
+
+
+def make_agent(
+    specs: EnvSpecs, hparams: Hyperparams, train_step: Optional[tf.Variable] = None
+) -> sac_agent.SacAgent:
+    """A tf_agents SacAgent: twin critics, target networks, learned temperature.
+
+    Call inside `strategy.scope()` when training under a distribution strategy.
+    """
+    agent = sac_agent.SacAgent(
+        specs.time_step,
+        specs.action,
+        actor_network=make_actor_network(specs, hparams),
+        critic_network=make_critic_network(specs, hparams),
+        actor_optimizer=tf.keras.optimizers.Adam(hparams.actor_learning_rate),
+        critic_optimizer=tf.keras.optimizers.Adam(hparams.critic_learning_rate),
+        alpha_optimizer=tf.keras.optimizers.Adam(hparams.alpha_learning_rate),
+        target_update_tau=hparams.target_update_tau,
+        target_update_period=hparams.target_update_period,
+        td_errors_loss_fn=tf.math.squared_difference,
+        gamma=hparams.gamma,
+        reward_scale_factor=hparams.reward_scale_factor,
+        train_step_counter=train_step,
+    )
+    agent.initialize()
+    return agent
+
+
+def policy_variables(agent: sac_agent.SacAgent) -> List[tf.Variable]:
+    """The variables an actor needs, in a fixed order (kernel, bias per layer)."""
+    return list(agent.collect_policy.variables())
+
+
+def policy_variable_specs(specs: EnvSpecs, hparams: Hyperparams) -> List[tf.TensorSpec]:
+    """Shapes of the policy variables, without building a whole agent."""
+    actor = make_actor_network(specs, hparams)
+    actor.create_variables()
+    return [tf.TensorSpec(v.shape, v.dtype) for v in actor.variables]
+
+
+def make_strategy(kind: str, tpu: Optional[str] = None) -> tf.distribute.Strategy:
+    """default: one device; mirrored: all local GPUs or logical CPUs; tpu: a TPU."""
+    if kind == "default":
+        return tf.distribute.get_strategy()
+    if kind == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = gpus or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    if kind == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"Unknown strategy {kind!r}; use default, mirrored or tpu.")
+
+
+def use_logical_cpus(count: int) -> None:
+    """Splits the CPU into `count` logical devices (before TensorFlow starts).
+
+    MirroredStrategy then runs one replica per logical CPU, which is how the
+    multi-device code path is exercised on a machine without accelerators.
+    """
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+    )

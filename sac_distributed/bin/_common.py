@@ -1,0 +1,121 @@
+"""Flags shared by every binary, and the one place that turns them into configs.
+
+Hyperparameter flags default to None, meaning "take the environment's preset"
+(sac_distributed.config.PRESETS), so every job resolves the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Callable, Dict, Optional
+
+from absl import app, flags, logging
+
+from sac_distributed import config as config_lib
+from sac_distributed import learner_loop, replay
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("root_dir", None, "Directory for checkpoints, policies, summaries, results.")
+flags.DEFINE_string("env_name", config_lib.DEFAULT_ENV_NAME, "gym or pybullet environment id.")
+flags.DEFINE_string(
+    "replay_buffer_server_address",
+    f"localhost:{config_lib.DEFAULT_PORT}",
+    "host:port of the Reverb server holding the replay table.",
+)
+flags.DEFINE_string(
+    "variable_container_server_address",
+    f"localhost:{config_lib.DEFAULT_PORT}",
+    "host:port of the Reverb server holding the variable container (may be the same).",
+)
+flags.DEFINE_float("connect_timeout", 300.0, "Seconds to wait for the Reverb server.")
+flags.DEFINE_integer("seed", None, "Random seed for the environment and the policy.")
+
+# Hyperparameters, named as in the TF-Agents SAC Minitaur tutorial.
+flags.DEFINE_integer("initial_collect_steps", None, "Random-policy steps before training.")
+flags.DEFINE_integer("replay_buffer_capacity", None, "Transitions kept in the replay table.")
+flags.DEFINE_integer("batch_size", None, "Transitions per SGD step.")
+flags.DEFINE_float("critic_learning_rate", None, "Adam learning rate of the critics.")
+flags.DEFINE_float("actor_learning_rate", None, "Adam learning rate of the policy.")
+flags.DEFINE_float("alpha_learning_rate", None, "Adam learning rate of the temperature.")
+flags.DEFINE_float("target_update_tau", None, "Polyak factor of the target critics.")
+flags.DEFINE_integer("target_update_period", None, "Train steps between target updates.")
+flags.DEFINE_float("gamma", None, "Discount factor.")
+flags.DEFINE_float("reward_scale_factor", None, "Reward multiplier in the critic target.")
+flags.DEFINE_list("actor_fc_layer_params", None, "Policy MLP layer sizes, e.g. 256,256.")
+flags.DEFINE_list("critic_joint_fc_layer_params", None, "Critic MLP layer sizes, e.g. 256,256.")
+flags.DEFINE_integer("policy_save_interval", None, "Train steps between SavedModel exports.")
+flags.DEFINE_integer("num_iterations", None, "Total train steps.")
+flags.DEFINE_integer("eval_interval", None, "Train steps between evaluations.")
+flags.DEFINE_integer("num_eval_episodes", None, "Episodes per evaluation.")
+flags.DEFINE_float(
+    "samples_per_insert",
+    None,
+    "Samples per inserted transition held by SampleToInsertRatio (0: MinSize, no ratio).",
+)
+
+HPARAM_FLAGS = tuple(f.name for f in dataclasses.fields(config_lib.Hyperparams))
+SHARED_FLAGS = (
+    "root_dir",
+    "env_name",
+    "replay_buffer_server_address",
+    "variable_container_server_address",
+    "connect_timeout",
+    "seed",
+) + HPARAM_FLAGS
+
+# Errors a user can fix from the message alone: shown without a traceback.
+USER_ERRORS = (
+    config_lib.ConfigError,
+    replay.ServerUnreachableError,
+    replay.SignatureMismatchError,
+    learner_loop.NonFiniteLossError,
+)
+
+
+def hyperparams() -> config_lib.Hyperparams:
+    overrides: Dict[str, object] = {name: FLAGS[name].value for name in HPARAM_FLAGS}
+    for name in ("actor_fc_layer_params", "critic_joint_fc_layer_params"):
+        if overrides[name] is not None:
+            overrides[name] = _int_list(name, overrides[name])
+    return config_lib.hyperparams_for(FLAGS.env_name, overrides)
+
+
+def _int_list(name: str, values) -> tuple:
+    try:
+        return tuple(int(v) for v in values)
+    except ValueError as e:
+        raise config_lib.ConfigError(
+            f"--{name} must be comma-separated integers such as 256,256, got {values!r}."
+        ) from e
+
+
+def client_config() -> config_lib.ClientConfig:
+    return config_lib.ClientConfig(
+        replay_buffer_server_address=FLAGS.replay_buffer_server_address,
+        variable_container_server_address=FLAGS.variable_container_server_address,
+        connect_timeout_s=FLAGS.connect_timeout,
+    )
+
+
+def root_dir() -> str:
+    if not FLAGS.root_dir:
+        raise config_lib.ConfigError("--root_dir is required (a directory shared by all jobs).")
+    return FLAGS.root_dir
+
+
+def run(main: Callable[[], Optional[int]]) -> None:
+    """absl entry point that reports user errors in one clear line, exit code 2."""
+
+    def _main(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        try:
+            return main()
+        except USER_ERRORS as e:
+            logging.error("%s: %s", type(e).__name__, e)
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(_main)

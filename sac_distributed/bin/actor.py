@@ -1,0 +1,45 @@
+"""sac-actor: collects experience into the replay table.
+
+    sac-actor --root_dir=/tmp/sac --task=0 --replay_buffer_server_address=localhost:8008 \
+        --variable_container_server_address=localhost:8008
+"""
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed import jobs
+from sac_distributed.bin import _common
+from sac_distributed.runtime import StopSignal
+
+flags.DEFINE_integer("task", 0, "Index of this actor (logs, summaries, seeds).")
+flags.DEFINE_integer("num_envs", 1, "Environments stepped together with one policy call.")
+flags.DEFINE_integer("variable_update_interval", 1000, "Actor steps between weight pulls.")
+flags.DEFINE_integer("max_env_steps", None, "Stop after this many env steps (default: never).")
+FLAGS = flags.FLAGS
+
+
+def _config_from_flags() -> config_lib.ActorConfig:
+    return config_lib.ActorConfig(
+        env_name=FLAGS.env_name,
+        hparams=_common.hyperparams(),
+        root_dir=_common.root_dir(),
+        client=_common.client_config(),
+        task=FLAGS.task,
+        num_envs=FLAGS.num_envs,
+        variable_update_interval=FLAGS.variable_update_interval,
+        max_env_steps=FLAGS.max_env_steps,
+        seed=FLAGS.seed,
+    )
+
+
+def main() -> None:
+    config = _config_from_flags()
+    jobs.run_actor(config, StopSignal().install())
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,38 @@
+"""sac-evaluator: greedy-policy returns at the learner's latest weights.
+
+sac-evaluator --root_dir=/tmp/sac --variable_container_server_address=localhost:8008
+"""
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed import jobs
+from sac_distributed.bin import _common
+from sac_distributed.runtime import StopSignal
+
+flags.DEFINE_float("poll_interval", 1.0, "Seconds between checks of the learner's progress.")
+FLAGS = flags.FLAGS
+
+
+def _config_from_flags() -> config_lib.EvaluatorConfig:
+    return config_lib.EvaluatorConfig(
+        env_name=FLAGS.env_name,
+        hparams=_common.hyperparams(),
+        root_dir=_common.root_dir(),
+        client=_common.client_config(),
+        poll_interval_s=FLAGS.poll_interval,
+        seed=FLAGS.seed,
+    )
+
+
+def main() -> None:
+    config = _config_from_flags()
+    jobs.run_evaluator(config, StopSignal().install())
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

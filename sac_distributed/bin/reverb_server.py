@@ -1,0 +1,47 @@
+"""sac-reverb-server: the Reverb server with the replay and variable tables.
+
+sac-reverb-server --root_dir=/tmp/sac --env_name=Pendulum-v1 --port=8008
+"""
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed import jobs
+from sac_distributed.bin import _common
+from sac_distributed.runtime import StopSignal
+
+flags.DEFINE_integer("port", config_lib.DEFAULT_PORT, "Port to serve on (0 picks a free one).")
+flags.DEFINE_float(
+    "samples_per_insert_error_buffer", None, "Error buffer of SampleToInsertRatio (derived)."
+)
+flags.DEFINE_float("stats_interval", 30.0, "Seconds between table statistics log lines.")
+flags.DEFINE_float(
+    "replay_checkpoint_interval", 600.0, "Seconds between replay checkpoints (0: only at exit)."
+)
+FLAGS = flags.FLAGS
+
+
+def _config_from_flags() -> config_lib.ServerConfig:
+    return config_lib.ServerConfig(
+        env_name=FLAGS.env_name,
+        hparams=_common.hyperparams(),
+        root_dir=_common.root_dir(),
+        port=FLAGS.port,
+        samples_per_insert_error_buffer=FLAGS.samples_per_insert_error_buffer,
+        stats_interval_s=FLAGS.stats_interval,
+        replay_checkpoint_interval_s=FLAGS.replay_checkpoint_interval,
+    )
+
+
+def main() -> None:
+    config = _config_from_flags()
+    stop = StopSignal().install()
+    jobs.run_server(config, stop, stop.wait)
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,375 @@
+"""Typed configuration: SAC hyperparameters, per-environment presets, job configs.
+
+Every job (server, actor, learner, evaluator) gets one frozen dataclass that is
+validated when it is built, so a bad flag fails before any process connects to
+anything. All jobs share `Hyperparams`: the environment name and the network
+sizes in it determine the Reverb table signatures, so building every job from
+the same flags and presets guarantees that the signatures agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Optional, Tuple
+
+DEFAULT_ENV_NAME = "Pendulum-v1"
+DEFAULT_PORT = 8008
+STRATEGIES = ("default", "mirrored", "tpu")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparams:
+    """SAC hyperparameters, named as in the TF-Agents SAC Minitaur tutorial."""
+
+    initial_collect_steps: int = 10_000  # random-policy steps before training
+    replay_buffer_capacity: int = 1_000_000  # transitions kept (FIFO eviction)
+    batch_size: int = 256  # transitions per SGD step
+    critic_learning_rate: float = 3e-4  # Adam, both critics
+    actor_learning_rate: float = 3e-4  # Adam, policy network
+    alpha_learning_rate: float = 3e-4  # Adam, entropy temperature
+    target_update_tau: float = 0.005  # Polyak factor for target critics
+    target_update_period: int = 1  # train steps between target updates
+    gamma: float = 0.99  # discount
+    reward_scale_factor: float = 1.0  # multiplies rewards in the critic target
+    actor_fc_layer_params: Tuple[int, ...] = (256, 256)  # policy MLP
+    critic_joint_fc_layer_params: Tuple[int, ...] = (256, 256)  # critic MLP
+    policy_save_interval: int = 5_000  # train steps between SavedModel exports
+    num_iterations: int = 1_000_000  # train steps in total
+    eval_interval: int = 10_000  # train steps between evaluations
+    num_eval_episodes: int = 10  # episodes per evaluation
+    # Replay sampling budget: average samples per inserted transition, held by
+    # Reverb's SampleToInsertRatio (batch_size = one update per env step).
+    # None or 0: MinSize, i.e. actors run free.
+    samples_per_insert: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
+        object.__setattr__(
+            self, "critic_joint_fc_layer_params", tuple(self.critic_joint_fc_layer_params)
+        )
+        for name in (
+            "replay_buffer_capacity",
+            "batch_size",
+            "target_update_period",
+            "policy_save_interval",
+            "num_iterations",
+            "eval_interval",
+            "num_eval_episodes",
+        ):
+            _require_positive_int(name, getattr(self, name))
+        _require(
+            isinstance(self.initial_collect_steps, int) and self.initial_collect_steps >= 0,
+            f"initial_collect_steps must be an integer >= 0, got {self.initial_collect_steps!r}.",
+        )
+        for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
+            _require_positive_number(name, getattr(self, name))
+        _require(
+            0.0 < self.target_update_tau <= 1.0,
+            f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
+        )
+        _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
+        if self.samples_per_insert == 0:
+            object.__setattr__(self, "samples_per_insert", None)
+        if self.samples_per_insert is not None:
+            validate_rate_limit(self.samples_per_insert, None)
+        _require(
+            math.isfinite(self.reward_scale_factor),
+            f"reward_scale_factor must be finite, got {self.reward_scale_factor!r}.",
+        )
+        for name in ("actor_fc_layer_params", "critic_joint_fc_layer_params"):
+            layers = getattr(self, name)
+            _require(
+                len(layers) > 0 and all(isinstance(u, int) and u > 0 for u in layers),
+                f"{name} must be a non-empty list of positive layer sizes, got {layers!r}.",
+            )
+        _require(
+            self.batch_size <= self.replay_buffer_capacity,
+            f"batch_size ({self.batch_size}) exceeds replay_buffer_capacity "
+            f"({self.replay_buffer_capacity}); raise the capacity or lower the batch.",
+        )
+        _require(
+            self.initial_collect_steps <= self.replay_buffer_capacity,
+            f"initial_collect_steps ({self.initial_collect_steps}) exceeds "
+            f"replay_buffer_capacity ({self.replay_buffer_capacity}): the learner would "
+            "wait forever for a table that can never fill. Lower one or raise the other.",
+        )
+
+    @property
+    def min_replay_size(self) -> int:
+        """Items the replay table must hold before the learner may sample."""
+        return max(self.initial_collect_steps, self.batch_size, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """The Reverb server job: replay table + variable container table."""
+
+    env_name: str
+    hparams: Hyperparams
+    root_dir: str
+    port: int = DEFAULT_PORT
+    samples_per_insert_error_buffer: Optional[float] = None  # None: derived, always valid
+    stats_interval_s: float = 30.0  # seconds between table-size log lines
+    replay_checkpoint_interval_s: float = 600.0  # 0 disables periodic replay checkpoints
+
+    def __post_init__(self) -> None:
+        _require_env_name(self.env_name)
+        _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
+        _require_positive_number("stats_interval_s", self.stats_interval_s)
+        _require(
+            self.replay_checkpoint_interval_s >= 0,
+            "replay_checkpoint_interval_s must be >= 0 (0 disables periodic checkpoints), "
+            f"got {self.replay_checkpoint_interval_s}.",
+        )
+        spi = self.hparams.samples_per_insert
+        if spi is not None:
+            validate_rate_limit(spi, self.samples_per_insert_error_buffer)
+        else:
+            _require(
+                self.samples_per_insert_error_buffer is None,
+                "samples_per_insert_error_buffer only applies together with "
+                "--samples_per_insert; set both or neither.",
+            )
+
+    @property
+    def error_buffer(self) -> Optional[float]:
+        """The SampleToInsertRatio error buffer, or None with the MinSize limiter."""
+        spi = self.hparams.samples_per_insert
+        if spi is None:
+            return None
+        if self.samples_per_insert_error_buffer is not None:
+            return self.samples_per_insert_error_buffer
+        return default_error_buffer(spi, self.hparams)
+
+
+def validate_rate_limit(samples_per_insert: float, error_buffer: Optional[float]) -> None:
+    """Raises ConfigError unless Reverb would accept this SampleToInsertRatio."""
+    _require(
+        isinstance(samples_per_insert, (int, float))
+        and math.isfinite(samples_per_insert)
+        and samples_per_insert > 0,
+        f"samples_per_insert must be a finite number > 0 (or 0 for no ratio), got "
+        f"{samples_per_insert!r}. "
+        "It is the average number of times each transition is sampled (e.g. "
+        "batch_size * train steps per env step).",
+    )
+    if error_buffer is None:
+        return
+    floor = max(1.0, samples_per_insert)
+    _require(
+        math.isfinite(error_buffer) and error_buffer >= floor,
+        f"samples_per_insert_error_buffer={error_buffer!r} is too small for "
+        f"samples_per_insert={samples_per_insert}: Reverb requires it to be at least "
+        f"max(1, samples_per_insert) = {floor}, or sampling and inserting can block "
+        "each other forever. Omit it to use a safe default.",
+    )
+
+
+def default_error_buffer(samples_per_insert: float, hparams: Hyperparams) -> float:
+    """An error buffer that Reverb accepts and that rarely blocks a learner step.
+
+    It allows the learner to run ahead by a few batches and the actors to run
+    ahead by a tenth of the warm-up size, and never falls below Reverb's floor.
+    """
+    floor = max(1.0, samples_per_insert)
+    return max(floor, 4.0 * hparams.batch_size, 0.1 * hparams.min_replay_size * samples_per_insert)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+    """Addresses and connection policy shared by every client job."""
+
+    replay_buffer_server_address: str = f"localhost:{DEFAULT_PORT}"
+    variable_container_server_address: str = f"localhost:{DEFAULT_PORT}"
+    connect_timeout_s: float = 300.0  # how long to wait for the server before failing
+
+    def __post_init__(self) -> None:
+        validate_address("replay_buffer_server_address", self.replay_buffer_server_address)
+        validate_address(
+            "variable_container_server_address", self.variable_container_server_address
+        )
+        _require_positive_number("connect_timeout_s", self.connect_timeout_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorConfig:
+    """An actor job: collects experience into the replay table."""
+
+    env_name: str
+    hparams: Hyperparams
+    root_dir: str
+    client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
+    task: int = 0  # actor index, used for logs, summaries and seeds
+    num_envs: int = 1  # environments stepped together with one batched policy call
+    variable_update_interval: int = 1_000  # actor steps between weight pulls
+    max_env_steps: Optional[int] = None  # stop after this many env steps (None: until done)
+    summary_interval_s: float = 10.0  # seconds between throughput summaries
+    seed: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _require_env_name(self.env_name)
+        _require(self.task >= 0, f"task must be >= 0, got {self.task}.")
+        _require_positive_int("num_envs", self.num_envs)
+        _require_positive_int("variable_update_interval", self.variable_update_interval)
+        if self.max_env_steps is not None:
+            _require_positive_int("max_env_steps", self.max_env_steps)
+        _require_positive_number("summary_interval_s", self.summary_interval_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    """The learner job: trains SAC on replay samples and publishes weights."""
+
+    env_name: str
+    hparams: Hyperparams
+    root_dir: str
+    client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
+    strategy: str = "default"  # default | mirrored | tpu
+    tpu: Optional[str] = None  # TPU address for --strategy=tpu
+    steps_per_call: int = 50  # SGD steps per tf.function call
+    variable_push_interval: int = 100  # train steps between weight pushes
+    checkpoint_interval: int = 10_000  # train steps between checkpoints
+    max_checkpoints_to_keep: int = 3
+    summary_interval: int = 1_000  # train steps between TensorBoard summaries
+
+    def __post_init__(self) -> None:
+        _require_env_name(self.env_name)
+        _require(
+            self.strategy in STRATEGIES,
+            f"strategy must be one of {STRATEGIES}, got {self.strategy!r}.",
+        )
+        _require(
+            self.strategy != "tpu" or bool(self.tpu),
+            "--strategy=tpu needs --tpu=<address> (e.g. grpc://10.0.0.2:8470 or a TPU name).",
+        )
+        for name in (
+            "steps_per_call",
+            "variable_push_interval",
+            "checkpoint_interval",
+            "max_checkpoints_to_keep",
+            "summary_interval",
+        ):
+            _require_positive_int(name, getattr(self, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorConfig:
+    """The evaluator job: runs the greedy policy with the container's weights."""
+
+    env_name: str
+    hparams: Hyperparams
+    root_dir: str
+    client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
+    poll_interval_s: float = 1.0  # seconds between checks of the learner's train_step
+    seed: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _require_env_name(self.env_name)
+        _require_positive_number("poll_interval_s", self.poll_interval_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """The local launcher: every job as a separate OS process on localhost."""
+
+    root_dir: str
+    env_name: str = DEFAULT_ENV_NAME
+    num_actors: int = 1
+    port: int = 0  # 0 picks a free port
+    extra_flags: Tuple[str, ...] = ()  # passed to every job (shared flags)
+    startup_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        _require_env_name(self.env_name)
+        _require_positive_int("num_actors", self.num_actors)
+        _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
+
+
+def validate_address(name: str, address: str) -> None:
+    """Raises ConfigError unless `address` looks like host:port."""
+    host, sep, port = address.rpartition(":")
+    ok = bool(sep) and bool(host) and port.isdigit() and 0 < int(port) < 65536
+    _require(
+        ok,
+        f"--{name}={address!r} is not a host:port address (for example localhost:8008).",
+    )
+
+
+def _require_env_name(env_name: str) -> None:
+    _require(
+        isinstance(env_name, str) and bool(env_name.strip()),
+        "env_name must be a gym or pybullet environment id such as Pendulum-v1.",
+    )
+
+
+def _require_positive_int(name: str, value: Any) -> None:
+    _require(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        f"{name} must be a positive integer, got {value!r}.",
+    )
+
+
+def _require_positive_number(name: str, value: Any) -> None:
+    _require(
+        isinstance(value, (int, float)) and math.isfinite(value) and value > 0,
+        f"{name} must be a number > 0, got {value!r}.",
+    )
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+# --- presets (after the validators they use) ---------------------------------
+
+_TUTORIAL = Hyperparams(
+    initial_collect_steps=10_000,
+    replay_buffer_capacity=10_000,
+    num_iterations=100_000,
+    eval_interval=10_000,
+    num_eval_episodes=20,
+    policy_save_interval=5_000,
+)
+_LOCOMOTION = Hyperparams(replay_buffer_capacity=1_000_000, num_iterations=1_000_000)
+_SMALL_CONTROL = Hyperparams(
+    initial_collect_steps=1_000,
+    replay_buffer_capacity=100_000,
+    batch_size=128,
+    actor_fc_layer_params=(64, 64),
+    critic_joint_fc_layer_params=(64, 64),
+    critic_learning_rate=1e-3,
+    actor_learning_rate=1e-3,
+    alpha_learning_rate=1e-3,
+    num_iterations=8_000,
+    eval_interval=1_000,
+    num_eval_episodes=5,
+    policy_save_interval=5_000,
+    samples_per_insert=128.0,  # one update of batch 128 per env step
+)
+
+PRESETS: Mapping[str, Hyperparams] = {
+    "MinitaurBulletEnv-v0": _TUTORIAL,
+    "HalfCheetahBulletEnv-v0": _LOCOMOTION,
+    "AntBulletEnv-v0": _LOCOMOTION,
+    "InvertedPendulumBulletEnv-v0": dataclasses.replace(_SMALL_CONTROL, num_iterations=10_000),
+    "Pendulum-v1": _SMALL_CONTROL,
+}
+GENERIC_PRESET = Hyperparams()
+
+
+def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None) -> Hyperparams:
+    """Returns the preset for `env_name` with every non-None override applied."""
+    base = PRESETS.get(env_name, GENERIC_PRESET)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
+    _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
+    try:
+        return dataclasses.replace(base, **given)
+    except TypeError as e:  # e.g. a string where a number belongs
+        raise ConfigError(f"Invalid hyperparameter value: {e}") from e

@@ -1,0 +1,162 @@
+"""The evaluator: greedy-policy returns at the learner's latest weights.
+
+It reads weights from the variable container (no waiting on exported files),
+evaluates every `eval_interval` train steps, and appends one row per
+evaluation to root_dir/eval/results.csv.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, List, Optional
+
+import numpy as np
+from absl import logging
+from tf_agents.environments import py_environment
+
+from sac_distributed.config import EvaluatorConfig
+from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.runtime import Metrics, append_csv_row
+from sac_distributed.variables import VariableContainer, VariableSnapshot
+
+EVAL_DIR = "eval"
+RESULTS_FILE = "results.csv"
+RESULTS_HEADER = (
+    "train_step",
+    "env_steps",
+    "average_return",
+    "average_episode_length",
+    "wall_time",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    train_step: int
+    env_steps: int
+    average_return: float
+    average_episode_length: float
+
+
+def run_episodes(
+    env: py_environment.PyEnvironment,
+    policy: NumpyActorPolicy,
+    num_episodes: int,
+    greedy: bool = True,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> tuple:
+    """Returns (returns, lengths) of `num_episodes` full episodes."""
+    returns: List[float] = []
+    lengths: List[int] = []
+    for _ in range(num_episodes):
+        time_step = env.reset()
+        total, length = 0.0, 0
+        while not time_step.is_last():
+            if should_stop():
+                return returns, lengths
+            action = policy.action(time_step.observation[None], greedy=greedy)[0]
+            time_step = env.step(action)
+            total += float(time_step.reward)
+            length += 1
+        returns.append(total)
+        lengths.append(length)
+    return returns, lengths
+
+
+class EvalLoop:
+    """Evaluates each new `eval_interval` of training until the learner is done."""
+
+    def __init__(
+        self,
+        config: EvaluatorConfig,
+        env: py_environment.PyEnvironment,
+        container: VariableContainer,
+        env_steps_fn: Callable[[], int],
+        metrics: Metrics,
+        should_stop: Callable[[], bool],
+    ):
+        self._config = config
+        self._env = env
+        self._container = container
+        self._env_steps_fn = env_steps_fn
+        self._metrics = metrics
+        self._should_stop = should_stop
+        spec = env.action_spec()
+        self._policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, seed=config.seed)
+        self.results_path = os.path.join(config.root_dir, EVAL_DIR, RESULTS_FILE)
+        self.results: List[EvalResult] = []
+
+    def run(self) -> List[EvalResult]:
+        last_step: Optional[int] = None
+        while not self._should_stop():
+            snapshot = self._container.pull()
+            if snapshot is not None and self._due(snapshot, last_step):
+                self.evaluate(snapshot)
+                last_step = snapshot.train_step
+            if snapshot is not None and snapshot.learner_done and last_step == snapshot.train_step:
+                logging.info("Learner finished at train_step %d; evaluator done.", last_step)
+                break
+            self._should_stop_wait()
+        self._metrics.flush()
+        return self.results
+
+    def _should_stop_wait(self) -> None:
+        deadline = time.monotonic() + self._config.poll_interval_s
+        while time.monotonic() < deadline and not self._should_stop():
+            time.sleep(min(0.1, self._config.poll_interval_s))
+
+    def _due(self, snapshot: VariableSnapshot, last_step: Optional[int]) -> bool:
+        if last_step is None:
+            return True
+        if snapshot.learner_done:
+            return snapshot.train_step != last_step
+        return snapshot.train_step >= last_step + self._config.hparams.eval_interval
+
+    def evaluate(self, snapshot: VariableSnapshot) -> Optional[EvalResult]:
+        self._policy.set_weights(snapshot.policy_weights)
+        returns, lengths = run_episodes(
+            self._env,
+            self._policy,
+            self._config.hparams.num_eval_episodes,
+            should_stop=self._should_stop,
+        )
+        if not returns:
+            return None
+        result = EvalResult(
+            train_step=snapshot.train_step,
+            env_steps=self._env_steps_fn(),
+            average_return=float(np.mean(returns)),
+            average_episode_length=float(np.mean(lengths)),
+        )
+        self._record(result)
+        return result
+
+    def _record(self, result: EvalResult) -> None:
+        self.results.append(result)
+        append_csv_row(
+            self.results_path,
+            RESULTS_HEADER,
+            (
+                result.train_step,
+                result.env_steps,
+                f"{result.average_return:.3f}",
+                f"{result.average_episode_length:.1f}",
+                f"{time.time():.1f}",
+            ),
+        )
+        self._metrics.scalars(
+            {
+                "eval/AverageReturn": result.average_return,
+                "eval/AverageEpisodeLength": result.average_episode_length,
+            },
+            result.train_step,
+        )
+        logging.info(
+            "Eval at train_step %d (env steps %d): AverageReturn %.1f, AverageEpisodeLength %.0f",
+            result.train_step,
+            result.env_steps,
+            result.average_return,
+            result.average_episode_length,
+        )

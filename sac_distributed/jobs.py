@@ -1,0 +1,146 @@
+"""Wires each job from its config: connect, check signatures, run the loop.
+
+These functions are what the binaries call, and what tests and the notebook
+call in-process; each returns when its loop ends and cleans up after itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, List
+
+from absl import logging
+
+from sac_distributed import agent as agent_lib
+from sac_distributed import replay
+from sac_distributed import specs as specs_lib
+from sac_distributed.actor_loop import ActorLoop, ActorStats
+from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
+from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
+from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
+from sac_distributed.runtime import Metrics
+from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
+from sac_distributed.variables import VariableContainer
+
+COLLECT_DIR = "collect"
+StopFn = Callable[[], bool]
+
+
+def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float], bool]) -> None:
+    """Serves until `should_stop`; checkpoints the replay on the way out."""
+    server = make_server(config)
+    logging.info(
+        "Reverb server for %s listening on port %d (tables %s, %s).",
+        config.env_name,
+        server.port,
+        replay.REPLAY_TABLE,
+        replay.VARIABLE_TABLE,
+    )
+    metrics = Metrics(os.path.join(config.root_dir, SERVER_SUMMARY_DIR))
+    try:
+        ServerLoop(config, server, metrics).run(should_stop, wait)
+    finally:
+        metrics.close()
+        server.stop()
+
+
+def _connect_both(client_config, should_stop: StopFn, who: str):
+    replay_client = replay.connect(
+        client_config.replay_buffer_server_address,
+        client_config.connect_timeout_s,
+        f"{who} needs the replay table",
+        should_stop,
+    )
+    variable_client = replay.connect(
+        client_config.variable_container_server_address,
+        client_config.connect_timeout_s,
+        f"{who} needs the variable container",
+        should_stop,
+    )
+    return replay_client, variable_client
+
+
+def _check_signatures(specs, hparams, replay_client, variable_client, who: str) -> None:
+    replay.check_table_signature(
+        replay_client,
+        replay.REPLAY_TABLE,
+        specs_lib.transition_signature(specs),
+        f"The {who}'s transition spec",
+    )
+    replay.check_table_signature(
+        variable_client,
+        replay.VARIABLE_TABLE,
+        specs_lib.variable_signature(specs, hparams),
+        f"The {who}'s policy variable spec",
+    )
+
+
+def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
+    """Collects into the replay table until the learner is done or a stop."""
+    seed = None if config.seed is None else config.seed + 1000 * config.task
+    envs = [
+        specs_lib.load_env(config.env_name, None if seed is None else seed + i)
+        for i in range(config.num_envs)
+    ]
+    specs = specs_lib.env_specs(envs[0], config.env_name)
+    replay_client, variable_client = _connect_both(
+        config.client, should_stop, f"actor {config.task}"
+    )
+    _check_signatures(specs, config.hparams, replay_client, variable_client, f"actor {config.task}")
+    writer = replay.TransitionWriter(replay_client)
+    container = VariableContainer(variable_client)
+    metrics = Metrics(os.path.join(config.root_dir, COLLECT_DIR, f"actor_{config.task}"))
+    try:
+        loop = ActorLoop(config, envs, writer, container, replay_client, metrics, should_stop)
+        return loop.run()
+    finally:
+        writer.close()
+        container.close()
+        metrics.close()
+        for env in envs:
+            env.close()
+
+
+def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
+    """Trains to num_iterations (or a stop), checkpointing and exporting on the way."""
+    specs = specs_lib.specs_for(config.env_name)
+    replay_client, variable_client = _connect_both(config.client, should_stop, "learner")
+    _check_signatures(specs, config.hparams, replay_client, variable_client, "learner")
+    strategy = agent_lib.make_strategy(config.strategy, config.tpu)
+    logging.info(
+        "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
+    )
+    container = VariableContainer(variable_client)
+    metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
+    try:
+        loop = LearnerLoop(config, specs, strategy, container, metrics, should_stop)
+
+        def wait_for_data() -> bool:
+            return replay.wait_for_table_size(
+                replay_client, replay.REPLAY_TABLE, config.hparams.min_replay_size, should_stop
+            )
+
+        return loop.run(wait_for_data)
+    finally:
+        container.close()
+        metrics.close()
+
+
+def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResult]:
+    """Evaluates the greedy policy every eval_interval until the learner is done."""
+    env = specs_lib.load_env(config.env_name, config.seed)
+    specs = specs_lib.env_specs(env, config.env_name)
+    replay_client, variable_client = _connect_both(config.client, should_stop, "evaluator")
+    _check_signatures(specs, config.hparams, replay_client, variable_client, "evaluator")
+
+    def env_steps() -> int:
+        info = replay.table_info(replay_client, replay.REPLAY_TABLE)
+        return int(info.rate_limiter_info.insert_stats.completed)
+
+    metrics = Metrics(os.path.join(config.root_dir, EVAL_DIR))
+    container = VariableContainer(variable_client)
+    try:
+        return EvalLoop(config, env, container, env_steps, metrics, should_stop).run()
+    finally:
+        metrics.close()
+        env.close()

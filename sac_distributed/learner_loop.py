@@ -1,0 +1,261 @@
+"""The learner: trains SacAgent on replay samples under a tf.distribute strategy.
+
+One tf.function call runs up to `steps_per_call` SGD steps over the replay
+iterator, so Python runs once per call rather than once per step. Between
+calls the loop does the periodic work: pushing weights to the variable
+container, TensorBoard summaries, checkpoints and SavedModel exports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, Dict
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tf_agents.policies import greedy_policy, policy_saver
+
+from sac_distributed import agent as agent_lib
+from sac_distributed.agent import EnvSpecs
+from sac_distributed.config import LearnerConfig
+from sac_distributed.replay import make_dataset
+from sac_distributed.runtime import Metrics, replace_dir
+from sac_distributed.variables import VariableContainer
+
+TRAIN_DIR = "train"
+CHECKPOINT_DIR = os.path.join(TRAIN_DIR, "checkpoints")
+POLICIES_DIR = "policies"
+POLICY_NAMES = ("policy", "collect_policy", "greedy_policy")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or inf; training stopped before saving anything bad."""
+
+
+@dataclasses.dataclass
+class LearnerResult:
+    train_step: int
+    steps_per_sec: float
+    last_loss: float
+    stop_reason: str
+
+
+class LearnerLoop:
+    """Owns the agent, its checkpoints and exports, and the training loop."""
+
+    def __init__(
+        self,
+        config: LearnerConfig,
+        specs: EnvSpecs,
+        strategy: tf.distribute.Strategy,
+        container: VariableContainer,
+        metrics: Metrics,
+        should_stop: Callable[[], bool] = lambda: False,
+    ):
+        self._config = config
+        self._hp = config.hparams
+        self._strategy = strategy
+        self._container = container
+        self._metrics = metrics
+        self._should_stop = should_stop
+        with strategy.scope():
+            self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+            self.agent = agent_lib.make_agent(specs, self._hp, self.train_step)
+            self._savers = self._make_savers()
+        self._policy_variables = agent_lib.policy_variables(self.agent)
+        checkpoint = tf.train.Checkpoint(agent=self.agent, train_step=self.train_step)
+        self._checkpoints = tf.train.CheckpointManager(
+            checkpoint,
+            os.path.join(config.root_dir, CHECKPOINT_DIR),
+            max_to_keep=config.max_checkpoints_to_keep,
+            checkpoint_name="ckpt",
+        )
+        self._restore()
+        self._specs = specs
+        self._iterator = None
+        self._train_fn = tf.function(self._train_steps)
+        self._last_saved_policy_step = -1
+
+    @property
+    def step(self) -> int:
+        return int(self.train_step.numpy())
+
+    # --- setup -------------------------------------------------------------------
+
+    def _make_savers(self) -> Dict[str, policy_saver.PolicySaver]:
+        policies = {
+            "policy": self.agent.policy,
+            "collect_policy": self.agent.collect_policy,
+            "greedy_policy": greedy_policy.GreedyPolicy(self.agent.policy),
+        }
+        return {
+            name: policy_saver.PolicySaver(p, batch_size=None, train_step=self.train_step)
+            for name, p in policies.items()
+        }
+
+    def _restore(self) -> None:
+        latest = self._checkpoints.latest_checkpoint
+        if latest:
+            self._checkpoints.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Restored %s (train_step=%d).", latest, self.step)
+        else:
+            logging.info("No checkpoint in %s: starting from scratch.", self._checkpoints.directory)
+
+    def _make_iterator(self):
+        batch_size = self._hp.batch_size
+        address = self._config.client.replay_buffer_server_address
+
+        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            per_replica = context.get_per_replica_batch_size(batch_size)
+            return make_dataset(address, self._specs, per_replica)
+
+        dataset = self._strategy.distribute_datasets_from_function(dataset_fn)
+        return iter(dataset)
+
+    # --- the update --------------------------------------------------------------
+
+    def _train_steps(self, iterator, num_steps: tf.Tensor):
+        """Runs `num_steps` SAC updates; returns the last step's losses."""
+        zero = tf.constant(0.0)
+        losses = (zero, zero, zero, zero)
+        for _ in tf.range(num_steps):
+            experience = next(iterator)
+            info = self._strategy.run(self.agent.train, args=(experience,))
+            losses = tuple(
+                self._strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None)
+                for x in (
+                    info.loss,
+                    info.extra.critic_loss,
+                    info.extra.actor_loss,
+                    info.extra.alpha_loss,
+                )
+            )
+        return losses
+
+    # --- the loop ----------------------------------------------------------------
+
+    def run(self, wait_for_data: Callable[[], bool]) -> LearnerResult:
+        """Trains until num_iterations; `wait_for_data` blocks until replay is warm."""
+        self.publish()
+        if self.step < self._hp.num_iterations and not wait_for_data():
+            return self._finish("stop signal", 0.0, float("nan"))
+        self._iterator = self._make_iterator()
+        start_step, start_time = self.step, time.monotonic()
+        last_loss = float("nan")
+        window = (time.monotonic(), self.step)
+        while self.step < self._hp.num_iterations:
+            if self._should_stop():
+                rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
+                return self._finish("stop signal", rate, last_loss)
+            n = self._steps_until_next_event()
+            losses = [float(x) for x in self._train_fn(self._iterator, tf.constant(n))]
+            last_loss = losses[0]
+            self._check_finite(losses)
+            window = self._periodic(losses, window)
+        rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
+        return self._finish("num_iterations reached", rate, last_loss)
+
+    def _steps_until_next_event(self) -> int:
+        step = self.step
+        intervals = (
+            self._config.variable_push_interval,
+            self._config.summary_interval,
+            self._config.checkpoint_interval,
+            self._hp.policy_save_interval,
+        )
+        to_event = min(i - step % i for i in intervals)
+        return max(1, min(self._config.steps_per_call, to_event, self._hp.num_iterations - step))
+
+    def _check_finite(self, losses) -> None:
+        if all(np.isfinite(losses)):
+            return
+        step = self.step
+        raise NonFiniteLossError(
+            f"SAC loss became non-finite at train_step {step} (total, critic, actor, alpha = "
+            f"{losses}). The last good checkpoint in {self._checkpoints.directory} is kept; "
+            "lower the learning rates or reward_scale_factor, or check the environment's "
+            "rewards, then restart to resume from it."
+        )
+
+    def _periodic(self, losses, window):
+        step = self.step
+        if step % self._config.variable_push_interval == 0:
+            self.publish()
+        if step % self._config.summary_interval == 0:
+            window = self._summarize(losses, window)
+        if step % self._config.checkpoint_interval == 0:
+            self.save_checkpoint()
+        if step % self._hp.policy_save_interval == 0:
+            self.export_policies()
+        return window
+
+    def _summarize(self, losses, window):
+        t0, s0 = window
+        now, step = time.monotonic(), self.step
+        rate = (step - s0) / max(now - t0, 1e-9)
+        total, critic, actor, alpha_loss = losses
+        alpha = float(tf.exp(self.agent._log_alpha))  # pylint: disable=protected-access
+        self._metrics.scalars(
+            {
+                "learner/loss": total,
+                "learner/critic_loss": critic,
+                "learner/actor_loss": actor,
+                "learner/alpha_loss": alpha_loss,
+                "learner/alpha": alpha,
+                "learner/steps_per_sec": rate,
+            },
+            step,
+        )
+        logging.info(
+            "train_step %d: loss %.3f (critic %.3f, actor %.3f), alpha %.4f, %.1f steps/s",
+            step,
+            total,
+            critic,
+            actor,
+            alpha,
+            rate,
+        )
+        return (now, step)
+
+    # --- outputs -------------------------------------------------------------------
+
+    def policy_weights(self):
+        return [v.numpy() for v in self._policy_variables]
+
+    def publish(self, done: bool = False) -> int:
+        """Pushes the policy weights and train_step to the variable container."""
+        return self._container.push(self.policy_weights(), self.step, learner_done=done)
+
+    def save_checkpoint(self) -> None:
+        if self._checkpoints.latest_checkpoint == self._checkpoint_path(self.step):
+            return
+        path = self._checkpoints.save(checkpoint_number=self.step)
+        logging.info("Saved checkpoint %s.", path)
+
+    def _checkpoint_path(self, step: int) -> str:
+        return os.path.join(self._checkpoints.directory, f"ckpt-{step}")
+
+    def export_policies(self) -> None:
+        """Writes full SavedModels of all three policies, replacing the old ones."""
+        step = self.step
+        if step == self._last_saved_policy_step:
+            return
+        root = os.path.join(self._config.root_dir, POLICIES_DIR)
+        for name, saver in self._savers.items():
+            tmp = os.path.join(root, f".{name}.tmp")
+            saver.save(tmp)
+            replace_dir(tmp, os.path.join(root, name))
+        self._last_saved_policy_step = step
+        logging.info("Exported policies at train_step %d to %s.", step, root)
+
+    def _finish(self, reason: str, rate: float, last_loss: float) -> LearnerResult:
+        self.save_checkpoint()
+        self.export_policies()
+        done = reason == "num_iterations reached"
+        self.publish(done=done)
+        self._metrics.flush()
+        logging.info("Learner stopped at train_step %d: %s.", self.step, reason)
+        return LearnerResult(self.step, rate, last_loss, reason)

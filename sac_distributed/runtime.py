@@ -1,0 +1,93 @@
+"""Process plumbing shared by the jobs: stop signals, metrics, file helpers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+from typing import Mapping, Optional
+
+import tensorflow as tf
+from absl import logging
+
+
+class StopSignal:
+    """Turns SIGTERM/SIGINT into a flag that loops poll between steps.
+
+    The first signal asks for a graceful stop (flush, checkpoint, exit 0);
+    a second one restores the default handler so that it ends the process.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def install(self) -> StopSignal:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame) -> None:
+        logging.info("Received %s: stopping gracefully.", signal.Signals(signum).name)
+        self._event.set()
+        signal.signal(signum, signal.SIG_DFL)
+
+    def set(self) -> None:
+        self._event.set()
+
+    def __call__(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleeps up to `seconds`; returns True as soon as a stop is requested."""
+        return self._event.wait(seconds)
+
+
+class Metrics:
+    """One TensorBoard writer per job; keys like `learner/critic_loss`."""
+
+    def __init__(self, logdir: Optional[str]):
+        self._writer = tf.summary.create_file_writer(logdir) if logdir else None
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        if self._writer is None:
+            return
+        with self._writer.as_default(step=int(step)):
+            for key, value in values.items():
+                tf.summary.scalar(key, float(value))
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def replace_dir(src: str, dst: str) -> None:
+    """Moves the finished directory `src` to `dst`, replacing any old `dst`.
+
+    Readers see either the old or the new directory except for the instant
+    between the two renames; a partially written `src` is never visible as `dst`.
+    """
+    old = dst + ".old"
+    if os.path.exists(old):
+        shutil.rmtree(old)
+    if os.path.exists(dst):
+        os.rename(dst, old)
+    os.rename(src, dst)
+    if os.path.exists(old):
+        shutil.rmtree(old)
+
+
+def append_csv_row(path: str, header: tuple, row: tuple) -> None:
+    """Appends one row (and the header first if the file is new), then fsyncs."""
+    new = not os.path.exists(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a") as f:
+        if new:
+            f.write(",".join(header) + "\n")
+        f.write(",".join(str(v) for v in row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())

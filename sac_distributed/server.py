@@ -1,0 +1,96 @@
+"""The Reverb server job: replay + variable container, stats and replay checkpoints.
+
+The server builds both table signatures from the environment and the network
+config, so it needs no learner and no exported policy to start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Optional
+
+import portpicker
+import reverb
+from absl import logging
+
+from sac_distributed import specs as specs_lib
+from sac_distributed.config import ServerConfig
+from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
+from sac_distributed.runtime import Metrics
+
+REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
+SERVER_SUMMARY_DIR = "server"
+
+
+def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Server:
+    """A started Reverb server, restored from root_dir's replay checkpoint if any."""
+    validate_server_config(config)
+    specs = specs_lib.specs_for(config.env_name)
+    checkpoint_dir = os.path.join(config.root_dir, REPLAY_CHECKPOINT_DIR)
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
+    return reverb.Server(
+        tables=make_tables(config, specs),
+        port=port if port is not None else (config.port or portpicker.pick_unused_port()),
+        checkpointer=checkpointer,
+    )
+
+
+class ServerLoop:
+    """Logs table sizes and rates, checkpoints the replay, stops on request."""
+
+    def __init__(self, config: ServerConfig, server: reverb.Server, metrics: Metrics):
+        self._config = config
+        self._server = server
+        self._client = server.localhost_client()
+        self._metrics = metrics
+
+    def run(self, should_stop: Callable[[], bool], wait: Callable[[float], bool]) -> None:
+        last_stats = last_ckpt = time.monotonic()
+        prev = self._counts()
+        start = time.monotonic()
+        interval = self._config.replay_checkpoint_interval_s
+        while not should_stop():
+            wait(min(1.0, self._config.stats_interval_s))
+            now = time.monotonic()
+            if now - last_stats >= self._config.stats_interval_s:
+                prev = self._log_stats(prev, now - last_stats, int(now - start))
+                last_stats = now
+            if interval and now - last_ckpt >= interval:
+                self.checkpoint()
+                last_ckpt = now
+        self.checkpoint()
+        self._metrics.flush()
+
+    def _counts(self):
+        info = self._client.server_info()[REPLAY_TABLE]
+        stats = info.rate_limiter_info
+        return info.current_size, stats.insert_stats.completed, stats.sample_stats.completed
+
+    def _log_stats(self, prev, elapsed: float, step: int):
+        size, inserts, samples = self._counts()
+        insert_rate = (inserts - prev[1]) / elapsed
+        sample_rate = (samples - prev[2]) / elapsed
+        logging.info(
+            "%s: %d items (%d inserted, %.0f inserts/s, %.0f samples/s)",
+            REPLAY_TABLE,
+            size,
+            inserts,
+            insert_rate,
+            sample_rate,
+        )
+        self._metrics.scalars(
+            {
+                "server/replay_size": size,
+                "server/inserts_per_sec": insert_rate,
+                "server/samples_per_sec": sample_rate,
+            },
+            step,
+        )
+        return size, inserts, samples
+
+    def checkpoint(self) -> str:
+        path = self._client.checkpoint()
+        logging.info("Replay checkpoint written to %s.", path)
+        return path

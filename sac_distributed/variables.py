@@ -1,0 +1,75 @@
+"""The variable container: policy weights and train_step shared through Reverb.
+
+The learner pushes its policy weights, train_step and a done flag as the one
+item of a max_size=1 table; actors and evaluators read it at an interval. It
+is a plain table on the same server as the replay, so any process can start
+first and nothing goes through the filesystem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Sequence
+
+import numpy as np
+import reverb
+import tree
+
+from sac_distributed import specs as specs_lib
+from sac_distributed.replay import VARIABLE_TABLE
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableSnapshot:
+    """What a pull returns: the weights and the learner's progress."""
+
+    policy_weights: List[np.ndarray]
+    train_step: int
+    learner_done: bool
+
+
+class VariableContainer:
+    """Push (learner) and pull (actors, evaluator) of the policy weights."""
+
+    def __init__(self, client: reverb.Client):
+        self._client = client
+        self._writer: Optional[reverb.TrajectoryWriter] = None
+
+    def push(
+        self, policy_weights: Sequence[np.ndarray], train_step: int, learner_done: bool = False
+    ) -> int:
+        """Replaces the container's item; returns the bytes of weights sent."""
+        if self._writer is None:
+            self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        data = {
+            specs_lib.POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
+            specs_lib.TRAIN_STEP: np.int64(train_step),
+            specs_lib.LEARNER_DONE: np.bool_(learner_done),
+        }
+        self._writer.append(data)
+        item = tree.map_structure(lambda column: column[-1], self._writer.history)
+        self._writer.create_item(VARIABLE_TABLE, 1.0, item)
+        self._writer.flush()
+        return int(sum(w.nbytes for w in data[specs_lib.POLICY_VARIABLES]))
+
+    def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:
+        """The latest snapshot, or None while the learner has pushed nothing."""
+        info = self._client.server_info(timeout=timeout_s)[VARIABLE_TABLE]
+        if info.current_size == 0:
+            return None
+        sample = next(
+            self._client.sample(
+                VARIABLE_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
+            )
+        )
+        data = sample.data
+        return VariableSnapshot(
+            policy_weights=[np.asarray(w) for w in data[specs_lib.POLICY_VARIABLES]],
+            train_step=int(data[specs_lib.TRAIN_STEP]),
+            learner_done=bool(data[specs_lib.LEARNER_DONE]),
+        )
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

@@ -1,0 +1,55 @@
+"""Install script for sac_distributed.
+
+Reverb ships wheels for Linux and CPython <= 3.11 only, so the install refuses
+other platforms up front instead of failing deep inside a dependency build.
+"""
+
+import sys
+
+from setuptools import find_packages, setup
+
+_PYTHON_MIN = (3, 9)
+_PYTHON_MAX = (3, 11)
+
+if not (_PYTHON_MIN <= sys.version_info[:2] <= _PYTHON_MAX):
+    sys.exit(
+        "sac_distributed needs Python 3.9-3.11 on Linux (dm-reverb has no wheels "
+        f"for Python {sys.version_info[0]}.{sys.version_info[1]}). Create a virtualenv "
+        "with python3.11 and install there."
+    )
+if not sys.platform.startswith("linux"):
+    sys.exit(
+        f"sac_distributed needs Linux: dm-reverb has no build for {sys.platform}. "
+        "Use a Linux machine or the Docker image in launch/."
+    )
+
+setup(
+    name="sac_distributed",
+    version="0.1.0",
+    description="Distributed Soft Actor-Critic on TF-Agents and Reverb.",
+    packages=find_packages(include=["sac_distributed", "sac_distributed.*"]),
+    python_requires=">=3.9,<3.12",
+    install_requires=[
+        "tensorflow==2.15.1",
+        "tf-keras==2.15.1",
+        "tensorflow-probability==0.23.0",
+        "tf-agents[reverb]==0.19.0",
+        "dm-reverb==0.14.0",
+        "gym==0.23.0",
+        "pybullet==3.2.7",
+        "absl-py",
+        "numpy<2",
+    ],
+    extras_require={
+        "test": ["pytest", "pyyaml", "ruff"],
+    },
+    entry_points={
+        "console_scripts": [
+            "sac-reverb-server=sac_distributed.bin.reverb_server:run",
+            "sac-actor=sac_distributed.bin.actor:run",
+            "sac-learner=sac_distributed.bin.learner:run",
+            "sac-evaluator=sac_distributed.bin.evaluator:run",
+            "sac-launch=sac_distributed.bin.launch:run",
+        ]
+    },
+)
