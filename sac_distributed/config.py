@@ -13,13 +13,11 @@ import dataclasses
 import math
 from typing import Any, Mapping, Optional, Tuple
 
+from sac_distributed.errors import ConfigError
+
 DEFAULT_ENV_NAME = "Pendulum-v1"
 DEFAULT_PORT = 8008
 STRATEGIES = ("default", "mirrored", "tpu")
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message says which and what to do."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,7 +280,8 @@ class LaunchConfig:
     num_actors: int = 1
     port: int = 0  # 0 picks a free port
     extra_flags: Tuple[str, ...] = ()  # passed to every job (shared flags)
-    startup_timeout_s: float = 300.0
+    actor_flags: Tuple[str, ...] = ()  # passed to actors only
+    learner_flags: Tuple[str, ...] = ()  # passed to the learner only
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)

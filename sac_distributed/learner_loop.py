@@ -21,6 +21,7 @@ from tf_agents.policies import greedy_policy, policy_saver
 from sac_distributed import agent as agent_lib
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
+from sac_distributed.errors import NonFiniteLossError
 from sac_distributed.replay import make_dataset
 from sac_distributed.runtime import Metrics, replace_dir
 from sac_distributed.variables import VariableContainer
@@ -29,10 +30,6 @@ TRAIN_DIR = "train"
 CHECKPOINT_DIR = os.path.join(TRAIN_DIR, "checkpoints")
 POLICIES_DIR = "policies"
 POLICY_NAMES = ("policy", "collect_policy", "greedy_policy")
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN or inf; training stopped before saving anything bad."""
 
 
 @dataclasses.dataclass

@@ -21,6 +21,7 @@ from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ConfigError, ServerConfig
+from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
 
 REPLAY_TABLE = "uniform_table"
 VARIABLE_TABLE = "variables"
@@ -28,14 +29,6 @@ VARIABLE_TABLE = "variables"
 # Transitions per Reverb chunk: larger chunks compress better and cost fewer
 # round trips; items still reference a single transition each.
 DEFAULT_CHUNK_LENGTH = 16
-
-
-class ServerUnreachableError(ConnectionError):
-    """The Reverb server did not answer within the allowed time."""
-
-
-class SignatureMismatchError(ValueError):
-    """A client's data does not match the server's table signature."""
 
 
 def make_rate_limiter(config: ServerConfig) -> reverb.rate_limiters.RateLimiter:

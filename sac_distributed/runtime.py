@@ -8,7 +8,6 @@ import signal
 import threading
 from typing import Mapping, Optional
 
-import tensorflow as tf
 from absl import logging
 
 
@@ -47,6 +46,9 @@ class Metrics:
     """One TensorBoard writer per job; keys like `learner/critic_loss`."""
 
     def __init__(self, logdir: Optional[str]):
+        import tensorflow as tf  # lazily: the launcher uses this module without TF
+
+        self._tf = tf
         self._writer = tf.summary.create_file_writer(logdir) if logdir else None
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
@@ -54,7 +56,7 @@ class Metrics:
             return
         with self._writer.as_default(step=int(step)):
             for key, value in values.items():
-                tf.summary.scalar(key, float(value))
+                self._tf.summary.scalar(key, float(value))
 
     def flush(self) -> None:
         if self._writer is not None:

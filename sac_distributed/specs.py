@@ -18,7 +18,8 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import tensor_spec
 
 from sac_distributed.agent import EnvSpecs, policy_variable_specs
-from sac_distributed.config import ConfigError, Hyperparams
+from sac_distributed.config import Hyperparams
+from sac_distributed.errors import EnvError
 
 # Fields of one replay item: a single transition.
 OBSERVATION = "observation"
@@ -32,10 +33,6 @@ TRANSITION_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT, NEXT_OBSERVATION)
 POLICY_VARIABLES = "policy_variables"
 TRAIN_STEP = "train_step"
 LEARNER_DONE = "learner_done"
-
-
-class EnvError(ConfigError):
-    """The environment name or its spaces cannot be used for SAC."""
 
 
 def load_env(env_name: str, seed: Optional[int] = None) -> py_environment.PyEnvironment:

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Optional
 from absl import app, flags, logging
 
 from sac_distributed import config as config_lib
-from sac_distributed import learner_loop, replay
+from sac_distributed.errors import USER_ERRORS
 
 FLAGS = flags.FLAGS
 
@@ -64,14 +64,6 @@ SHARED_FLAGS = (
     "connect_timeout",
     "seed",
 ) + HPARAM_FLAGS
-
-# Errors a user can fix from the message alone: shown without a traceback.
-USER_ERRORS = (
-    config_lib.ConfigError,
-    replay.ServerUnreachableError,
-    replay.SignatureMismatchError,
-    learner_loop.NonFiniteLossError,
-)
 
 
 def hyperparams() -> config_lib.Hyperparams:

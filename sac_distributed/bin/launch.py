@@ -1,0 +1,101 @@
+"""sac-launch: the whole job on localhost, each piece in its own OS process.
+
+    sac-launch                                 # embedded default: Pendulum-v1
+    sac-launch --env_name=HalfCheetahBulletEnv-v0 --num_actors=2 --root_dir=/tmp/cheetah
+
+Shared flags given here (hyperparameters, --seed, --connect_timeout) are passed
+to every job; --num_envs goes to the actors and --strategy to the learner.
+"""
+
+import os
+import sys
+import time
+
+import portpicker
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed.bin import _common
+from sac_distributed.launch import LOG_DIR, Supervisor, job_specs, print_summary
+from sac_distributed.runtime import StopSignal
+
+flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
+flags.DEFINE_integer("port", 0, "Reverb server port (0 picks a free one).")
+flags.DEFINE_integer("num_envs", None, "Environments per actor.")
+flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
+flags.DEFINE_boolean("verbose", False, "Stream every log line, not only sac_distributed's.")
+FLAGS = flags.FLAGS
+
+# Flags the launcher sets itself for every job.
+_OWN_FLAGS = (
+    "root_dir",
+    "env_name",
+    "replay_buffer_server_address",
+    "variable_container_server_address",
+)
+
+
+def _forwarded(names) -> tuple:
+    return tuple(FLAGS[n].serialize() for n in names if FLAGS[n].present)
+
+
+def _config_from_flags() -> config_lib.LaunchConfig:
+    _common.hyperparams()  # validates the shared flags once, before any process starts
+    root_dir = FLAGS.root_dir or os.path.join(
+        "sac_runs", f"{FLAGS.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    return config_lib.LaunchConfig(
+        root_dir=os.path.abspath(root_dir),
+        env_name=FLAGS.env_name,
+        num_actors=FLAGS.num_actors,
+        port=FLAGS.port,
+        extra_flags=_forwarded(n for n in _common.SHARED_FLAGS if n not in _OWN_FLAGS),
+        actor_flags=_forwarded(["num_envs"]),
+        learner_flags=_forwarded(["strategy"]),
+    )
+
+
+def main() -> int:
+    config = _config_from_flags()
+    port = config.port or portpicker.pick_unused_port()
+    print(
+        f"sac-launch: {config.env_name} with {config.num_actors} actor(s), Reverb on "
+        f"localhost:{port}, root_dir {config.root_dir}",
+        flush=True,
+    )
+    supervisor = Supervisor(
+        job_specs(config, port), os.path.join(config.root_dir, LOG_DIR), verbose=FLAGS.verbose
+    )
+    stop = StopSignal().install()
+    stop_watch = _relay(stop, supervisor)
+    result = supervisor.run()
+    stop_watch.set()
+    print(f"sac-launch: {result.message}", flush=True)
+    print_summary(config.root_dir)
+    if result.exit_code:
+        sys.exit(result.exit_code)
+    return 0
+
+
+def _relay(stop: StopSignal, supervisor: Supervisor):
+    """Forwards a stop signal to the supervisor from a watcher thread."""
+    import threading
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if stop.wait(0.2):
+                supervisor.request_stop()
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+    return done
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,28 @@
+"""Errors a user can fix from the message alone.
+
+They live in this dependency-free module so that the launcher and the binaries
+can recognise them without importing TensorFlow.
+"""
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which and what to do."""
+
+
+class EnvError(ConfigError):
+    """The environment name or its spaces cannot be used for SAC."""
+
+
+class ServerUnreachableError(ConnectionError):
+    """The Reverb server did not answer within the allowed time."""
+
+
+class SignatureMismatchError(ValueError):
+    """A client's data does not match the server's table signature."""
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or inf; training stopped before saving anything bad."""
+
+
+USER_ERRORS = (ConfigError, ServerUnreachableError, SignatureMismatchError, NonFiniteLossError)

@@ -1,0 +1,246 @@
+"""Local launcher: server, actors, learner and evaluator as separate OS processes.
+
+`Supervisor` starts each job with `python -m sac_distributed.bin.<job>`,
+streams their output with a `[name]` prefix (full logs go to
+root_dir/logs/<name>.log), and ends the run when:
+  * the learner exits 0: actors and evaluator exit on their own once they see
+    the learner's done flag; then the server is stopped with SIGTERM (it
+    checkpoints the replay on the way out);
+  * any job exits non-zero: the run stops and reports which job, its exit code
+    and its last log lines;
+  * Ctrl-C / SIGTERM: every job gets SIGTERM, stragglers SIGKILL after a grace.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Deque, Dict, List, Optional, Sequence, TextIO
+
+from sac_distributed.config import LaunchConfig
+
+LOG_DIR = "logs"
+_TAIL_LINES = 20
+_SHUTDOWN_GRACE_S = 60.0
+# Lines shown on the console unless --verbose: our own log lines and errors.
+_INTERESTING = re.compile(
+    r"(sac_distributed|jobs\.py|_loop\.py|server\.py|evaluation\.py|replay\.py|"
+    r"Traceback|Error|error:|FATAL|Exception)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """One process to start: a display name and its full argv."""
+
+    name: str
+    argv: List[str]
+    essential: bool = True  # a clean exit of an essential job ends nothing by itself
+
+
+def job_specs(config: LaunchConfig, port: int, python: str = sys.executable) -> List[JobSpec]:
+    """Command lines of every job for a run on localhost:`port`."""
+    address = f"localhost:{port}"
+    shared = [
+        f"--root_dir={config.root_dir}",
+        f"--env_name={config.env_name}",
+        f"--replay_buffer_server_address={address}",
+        f"--variable_container_server_address={address}",
+        *config.extra_flags,
+    ]
+    server_flags = [f for f in shared if not f.startswith(_CLIENT_ONLY_FLAGS)]
+
+    def module(job: str) -> List[str]:
+        return [python, "-u", "-m", f"sac_distributed.bin.{job}"]
+
+    specs = [JobSpec("server", module("reverb_server") + server_flags + [f"--port={port}"])]
+    specs.append(JobSpec("learner", module("learner") + shared + list(config.learner_flags)))
+    for task in range(config.num_actors):
+        argv = module("actor") + shared + [f"--task={task}"] + list(config.actor_flags)
+        specs.append(JobSpec(f"actor_{task}", argv))
+    specs.append(JobSpec("evaluator", module("evaluator") + shared))
+    return specs
+
+
+_CLIENT_ONLY_FLAGS = (
+    "--replay_buffer_server_address",
+    "--variable_container_server_address",
+    "--connect_timeout",
+)
+
+
+class _Job:
+    """A running child process with a thread that streams its output."""
+
+    def __init__(self, spec: JobSpec, log_dir: str, console: TextIO, verbose: bool, lock):
+        self.spec = spec
+        self.tail: Deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._log = open(os.path.join(log_dir, f"{spec.name}.log"), "a")
+        self.process = subprocess.Popen(
+            spec.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,  # Ctrl-C reaches the launcher only; it relays SIGTERM
+        )
+        self._thread = threading.Thread(
+            target=self._pump, args=(console, verbose, lock), daemon=True
+        )
+        self._thread.start()
+
+    def _pump(self, console: TextIO, verbose: bool, lock) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            line = line.rstrip("\n")
+            self._log.write(line + "\n")
+            self.tail.append(line)
+            if verbose or _INTERESTING.search(line):
+                with lock:
+                    console.write(f"[{self.spec.name}] {line}\n")
+                    console.flush()
+        self._log.flush()
+
+    def finish_output(self, timeout: float = 5.0) -> None:
+        self._thread.join(timeout)
+        self._log.close()
+
+    def signal(self, sig: int) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+@dataclasses.dataclass
+class LaunchResult:
+    exit_code: int
+    message: str
+    exit_codes: Dict[str, Optional[int]]
+
+
+class Supervisor:
+    """Starts the jobs, watches them, and stops them together."""
+
+    def __init__(
+        self,
+        specs: Sequence[JobSpec],
+        log_dir: str,
+        console: TextIO = sys.stdout,
+        verbose: bool = False,
+    ):
+        self._specs = list(specs)
+        self._log_dir = log_dir
+        self._console = console
+        self._verbose = verbose
+        self._lock = threading.Lock()
+        self._jobs: Dict[str, _Job] = {}
+        self._stop_requested = threading.Event()
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    def run(self, poll_s: float = 0.2) -> LaunchResult:
+        os.makedirs(self._log_dir, exist_ok=True)
+        for spec in self._specs:
+            self._jobs[spec.name] = _Job(
+                spec, self._log_dir, self._console, self._verbose, self._lock
+            )
+        try:
+            return self._watch(poll_s)
+        finally:
+            self._stop_all()
+
+    def _watch(self, poll_s: float) -> LaunchResult:
+        learner_done_at: Optional[float] = None
+        while True:
+            failed = self._first_failure()
+            if failed is not None:
+                return self._failure(failed)
+            if self._stop_requested.is_set():
+                return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+            clients = [j for n, j in self._jobs.items() if n != "server"]
+            if all(j.process.poll() == 0 for j in clients):
+                return self._result(0, "training finished; every job exited 0")
+            learner = self._jobs["learner"].process
+            if learner.poll() == 0 and learner_done_at is None:
+                learner_done_at = time.monotonic()
+            if learner_done_at and time.monotonic() - learner_done_at > _SHUTDOWN_GRACE_S:
+                waiting = [n for n, j in self._jobs.items() if j.process.poll() is None]
+                return self._result(
+                    1, f"learner finished but {waiting} did not exit within {_SHUTDOWN_GRACE_S}s"
+                )
+            if self._jobs["server"].process.poll() == 0:
+                return self._failure(self._jobs["server"])
+            time.sleep(poll_s)
+
+    def _first_failure(self) -> Optional[_Job]:
+        for job in self._jobs.values():
+            code = job.process.poll()
+            if code is not None and code != 0:
+                return job
+        return None
+
+    def _failure(self, job: _Job) -> LaunchResult:
+        code = job.process.poll()
+        job.finish_output()
+        tail = "\n".join(f"    {line}" for line in job.tail)
+        message = (
+            f"{job.spec.name} exited with code {code}; its last lines:\n{tail}\n"
+            f"Full log: {os.path.join(self._log_dir, job.spec.name + '.log')}"
+        )
+        return self._result(1, message)
+
+    def _result(self, exit_code: int, message: str) -> LaunchResult:
+        codes = {name: job.process.poll() for name, job in self._jobs.items()}
+        return LaunchResult(exit_code, message, codes)
+
+    def _stop_all(self) -> None:
+        """SIGTERM the clients and wait, then the server (it checkpoints on the way out)."""
+        clients = [j for n, j in self._jobs.items() if n != "server"]
+        for job in clients:
+            job.signal(signal.SIGTERM)
+        self._wait_or_kill(clients)
+        server = self._jobs.get("server")
+        if server is not None:
+            server.signal(signal.SIGTERM)
+            self._wait_or_kill([server])
+        for job in self._jobs.values():
+            job.finish_output()
+
+    @staticmethod
+    def _wait_or_kill(jobs: Sequence[_Job]) -> None:
+        deadline = time.monotonic() + _SHUTDOWN_GRACE_S
+        for job in jobs:
+            try:
+                job.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                job.signal(signal.SIGKILL)
+                job.process.wait()
+
+
+def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:
+    """Prints the first and last evaluation from root_dir/eval/results.csv."""
+    path = os.path.join(root_dir, "eval", "results.csv")
+    if not os.path.exists(path):
+        console.write("No evaluation results were written.\n")
+        return
+    with open(path) as f:
+        rows = [line.strip().split(",") for line in f][1:]
+    if not rows:
+        console.write("No evaluation results were written.\n")
+        return
+    first, last = rows[0], rows[-1]
+    console.write(
+        f"Eval return: {float(first[2]):.1f} at train_step {first[0]} -> "
+        f"{float(last[2]):.1f} at train_step {last[0]} ({len(rows)} evaluations, {path})\n"
+    )
