@@ -33,7 +33,8 @@ class ActorStats:
     """Counters an actor reports when it stops."""
 
     env_steps: int = 0
-    transitions_written: int = 0
+    transitions_written: int = 0  # confirmed by the server
+    transitions_dropped_at_exit: int = 0  # unconfirmed when the actor stopped
     episodes: int = 0
     dropped_non_finite: int = 0
     weight_updates: int = 0
@@ -89,9 +90,9 @@ class ActorLoop:
             step += 1
             self._wait_for_replay_capacity()
             last_summary = self._maybe_summarize(last_summary)
-        self._writer.flush(timeout_ms=5_000)
-        self._metrics.flush()
+        self.stats.transitions_dropped_at_exit = self._writer.close()
         self.stats.transitions_written = self._writer.items_written
+        self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
         )

@@ -30,6 +30,9 @@ TRAIN_DIR = "train"
 CHECKPOINT_DIR = os.path.join(TRAIN_DIR, "checkpoints")
 POLICIES_DIR = "policies"
 POLICY_NAMES = ("policy", "collect_policy", "greedy_policy")
+# How long a sample may wait on the rate limiter before the loop regains
+# control (to notice a stop signal) and starts a fresh iterator.
+SAMPLE_TIMEOUT_MS = 2_000
 
 
 @dataclasses.dataclass
@@ -107,7 +110,9 @@ class LearnerLoop:
 
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             per_replica = context.get_per_replica_batch_size(batch_size)
-            return make_dataset(address, self._specs, per_replica)
+            return make_dataset(
+                address, self._specs, per_replica, rate_limiter_timeout_ms=SAMPLE_TIMEOUT_MS
+            )
 
         dataset = self._strategy.distribute_datasets_from_function(dataset_fn)
         return iter(dataset)
@@ -148,12 +153,28 @@ class LearnerLoop:
                 rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
                 return self._finish("stop signal", rate, last_loss)
             n = self._steps_until_next_event()
-            losses = [float(x) for x in self._train_fn(self._iterator, tf.constant(n))]
+            try:
+                losses = [float(x) for x in self._train_fn(self._iterator, tf.constant(n))]
+            except tf.errors.OutOfRangeError:
+                self._on_sampling_timeout()
+                continue
             last_loss = losses[0]
             self._check_finite(losses)
             window = self._periodic(losses, window)
         rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
         return self._finish("num_iterations reached", rate, last_loss)
+
+    def _on_sampling_timeout(self) -> None:
+        """The rate limiter held samples back: actors are slow, stopped or gone."""
+        logging.log_every_n_seconds(
+            logging.INFO,
+            "No replay sample for %.0f s at train_step %d: the rate limiter is waiting "
+            "for actors to insert. Retrying.",
+            30,
+            SAMPLE_TIMEOUT_MS / 1000,
+            self.step,
+        )
+        self._iterator = self._make_iterator()
 
     def _steps_until_next_event(self) -> int:
         step = self.step

@@ -159,6 +159,7 @@ class TransitionWriter:
         self._chunk_length = chunk_length
         self._items_written = 0
         self._unconfirmed = 0
+        self._closed = False
 
     @property
     def items_written(self) -> int:
@@ -206,8 +207,32 @@ class TransitionWriter:
         self._unconfirmed = 0
         return True
 
-    def close(self) -> None:
+    def close(self, timeout_ms: int = 5_000) -> int:
+        """Sends what it can within `timeout_ms`, closes, returns items dropped unsent.
+
+        Items the server has not confirmed by then (a rate limiter that no
+        longer admits inserts, a dead server) are dropped; their number is
+        measured exactly so that actors report only transitions that landed.
+        """
+        if self._closed:
+            return 0
+        dropped = 0 if self.flush(timeout_ms=timeout_ms) else self._count_pending()
         self._writer.close()
+        self._closed = True
+        self._items_written -= dropped
+        return dropped
+
+    def _count_pending(self) -> int:
+        """Smallest k with flush(block_until_num_items=k) succeeding at once."""
+        low, high = 0, self._unconfirmed + 2 * self._chunk_length
+        while low < high:
+            mid = (low + high) // 2
+            try:
+                self._writer.flush(block_until_num_items=mid, timeout_ms=50)
+                high = mid
+            except reverb.errors.DeadlineExceededError:
+                low = mid + 1
+        return low
 
 
 def make_dataset(
@@ -215,8 +240,14 @@ def make_dataset(
     env_specs,
     batch_size: int,
     max_in_flight: Optional[int] = None,
+    rate_limiter_timeout_ms: int = -1,
 ) -> tf.data.Dataset:
-    """Batches of `Transition`s sampled uniformly from the replay table."""
+    """Batches of `Transition`s sampled uniformly from the replay table.
+
+    With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
+    limiter holds a sample back that long (e.g. no actor is inserting), so a
+    training loop regains control to check for stops, then makes a new one.
+    """
     signature = specs_lib.transition_signature(env_specs)
     dataset = reverb.TrajectoryDataset(
         server_address=address,
@@ -224,6 +255,7 @@ def make_dataset(
         dtypes=tree.map_structure(lambda s: s.dtype, signature),
         shapes=tree.map_structure(lambda s: s.shape, signature),
         max_in_flight_samples_per_worker=max_in_flight or 2 * batch_size,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
     )
     dataset = dataset.map(lambda sample: sample.data)
     dataset = dataset.batch(batch_size, drop_remainder=True)

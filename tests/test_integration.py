@@ -1,0 +1,186 @@
+"""End to end: the real binaries as separate OS processes on localhost.
+
+Server, learner, two actors and an evaluator train Pendulum-v1 for a few
+hundred steps; the test then checks every artefact a user relies on.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import portpicker
+import pytest
+import reverb
+
+import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
+from sac_distributed import replay
+
+pytestmark = pytest.mark.slow
+
+NUM_ITERATIONS = 200
+NUM_ACTORS = 2
+DEADLINE_S = 300
+
+SMALL = [
+    "--env_name=Pendulum-v1",
+    f"--num_iterations={NUM_ITERATIONS}",
+    "--initial_collect_steps=200",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=100",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=100",
+    "--seed=3",
+]
+
+
+def _start(module: str, flags, log_path: str) -> subprocess.Popen:
+    log = open(log_path, "w")
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", f"sac_distributed.bin.{module}", *flags],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _wait_all(procs, deadline_s: float):
+    """Waits for every process; kills all and fails if the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs.values():
+                p.kill()
+            pytest.fail(f"{name} did not finish within {deadline_s}s")
+
+
+def _wait_for_log(path: str, text: str, procs, deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            if text in f.read():
+                return
+        assert all(p.poll() is None for p in procs.values()), "a client exited early"
+        time.sleep(0.2)
+    pytest.fail(f"{path} never logged {text!r} within {deadline_s}s")
+
+
+def _log(root_dir: str, name: str) -> str:
+    with open(os.path.join(root_dir, f"{name}.log")) as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """Runs the whole topology once; yields (root_dir, exit codes, inserted items)."""
+    root = str(tmp_path_factory.mktemp("integration"))
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+    shared = [f"--root_dir={root}", *SMALL]
+    clients = shared + [
+        f"--replay_buffer_server_address={address}",
+        f"--variable_container_server_address={address}",
+        "--connect_timeout=120",
+    ]
+    # Clients first: they must wait for the server, whatever the start order.
+    procs = {
+        "learner": _start("learner", clients + ["--checkpoint_interval=100"], f"{root}/learner.log")
+    }
+    for task in range(NUM_ACTORS):
+        procs[f"actor_{task}"] = _start(
+            "actor",
+            clients + [f"--task={task}", "--variable_update_interval=50"],
+            f"{root}/actor_{task}.log",
+        )
+    procs["evaluator"] = _start(
+        "evaluator", clients + ["--poll_interval=0.5"], f"{root}/evaluator.log"
+    )
+    # The server starts last, once the learner says it is waiting for it.
+    _wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", procs, 120)
+    server = _start(
+        "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
+    )
+    try:
+        _wait_all(procs, DEADLINE_S)
+        info = reverb.Client(address).server_info(timeout=10)[replay.REPLAY_TABLE]
+        inserted = int(info.rate_limiter_info.insert_stats.completed)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    codes = {name: p.returncode for name, p in procs.items()}
+    codes["server"] = server.returncode
+    yield root, codes, inserted
+
+
+def test_every_process_exited_zero(finished_run):
+    root, codes, _ = finished_run
+    failed = {n: c for n, c in codes.items() if c != 0}
+    details = "\n".join(f"--- {n}\n{_log(root, n)[-3000:]}" for n in failed)
+    assert not failed, f"non-zero exits {failed}\n{details}"
+
+
+def test_train_step_reached_num_iterations(finished_run):
+    root, _, _ = finished_run
+    checkpoints = os.listdir(os.path.join(root, "train", "checkpoints"))
+    assert f"ckpt-{NUM_ITERATIONS}.index" in checkpoints
+    assert f"Learner stopped at train_step {NUM_ITERATIONS}: num_iterations reached" in _log(
+        root, "learner"
+    )
+
+
+def test_replay_received_items_from_every_actor(finished_run):
+    root, _, inserted = finished_run
+    written = []
+    for task in range(NUM_ACTORS):
+        match = re.search(r"transitions_written=(\d+)", _log(root, f"actor_{task}"))
+        assert match, f"actor_{task} did not report its stats"
+        written.append(int(match.group(1)))
+    assert all(n > 0 for n in written), written
+    # Nothing lost between the actors and the table.
+    assert inserted == sum(written), (inserted, written)
+
+
+def test_policies_load_and_act_in_bounds(finished_run):
+    from tf_agents.environments import suite_gym
+    from tf_agents.policies import py_tf_eager_policy
+
+    root, _, _ = finished_run
+    env = suite_gym.load("Pendulum-v1")
+    spec = env.action_spec()
+    time_step = env.reset()
+    for name in ("policy", "collect_policy", "greedy_policy"):
+        policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+            os.path.join(root, "policies", name), load_specs_from_pbtxt=True
+        )
+        assert policy.get_train_step() == NUM_ITERATIONS
+        action = policy.action(time_step).action
+        assert action.shape == spec.shape
+        assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+
+
+def test_results_file_has_rows(finished_run):
+    root, _, _ = finished_run
+    with open(os.path.join(root, "eval", "results.csv")) as f:
+        lines = f.read().strip().splitlines()
+    assert lines[0] == "train_step,env_steps,average_return,average_episode_length,wall_time"
+    rows = [line.split(",") for line in lines[1:]]
+    assert len(rows) >= 2
+    assert int(rows[-1][0]) == NUM_ITERATIONS
+    assert all(np.isfinite(float(r[2])) for r in rows)
+
+
+def test_learner_waited_for_the_late_server(finished_run):
+    root, _, _ = finished_run
+    log = _log(root, "learner")
+    waited = log.index("Waiting for the Reverb server")
+    assert log.index("is up", waited) > waited

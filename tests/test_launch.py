@@ -1,0 +1,89 @@
+"""sac-launch: a full local run, a failing child, and Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = [
+    "--num_iterations=200",
+    "--initial_collect_steps=100",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=100",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=200",
+]
+
+
+def _launch(args, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", "sac_distributed.bin.launch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        **kwargs,
+    )
+
+
+def _no_children_left(root_dir: str) -> bool:
+    """True when no process is still running with this root_dir on its command line."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return not any(f"--root_dir={root_dir}" in line for line in out.splitlines())
+
+
+def test_launch_trains_and_reports_eval_returns(tmp_path):
+    root = str(tmp_path / "run")
+    proc = _launch([f"--root_dir={root}", "--num_actors=2", *TINY])
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-4000:]
+    assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
+    assert "Eval at train_step 200" in out
+    assert "training finished; every job exited 0" in out
+    assert "Eval return:" in out and "at train_step 200" in out.split("Eval return:")[-1]
+    for name in ("server", "learner", "actor_0", "actor_1", "evaluator"):
+        assert os.path.getsize(os.path.join(root, "logs", f"{name}.log")) > 0
+    assert _no_children_left(root)
+
+
+def test_launch_reports_failing_child(tmp_path):
+    root = str(tmp_path / "bad")
+    proc = _launch([f"--root_dir={root}", "--env_name=NoSuchEnv-v0", *TINY])
+    out, _ = proc.communicate(timeout=200)
+    assert proc.returncode == 1, out[-4000:]
+    assert "exited with code 2; its last lines:" in out
+    assert "Unknown environment 'NoSuchEnv-v0'" in out
+    deadline = time.monotonic() + 30
+    while not _no_children_left(root) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _no_children_left(root)
+
+
+def test_launch_stops_everything_on_ctrl_c(tmp_path):
+    root = str(tmp_path / "interrupted")
+    proc = _launch([f"--root_dir={root}", *TINY[1:], "--num_iterations=1000000"])
+    # Wait until training is under way, reading output as it comes.
+    deadline = time.monotonic() + 240
+    seen = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if "Eval at train_step" in line or time.monotonic() > deadline:
+            break
+    assert any("Eval at train_step" in line for line in seen), "".join(seen)[-3000:]
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=150)
+    out = "".join(seen) + rest
+    assert proc.returncode == 0, out[-4000:]
+    assert "stopped on request" in out
+    assert _no_children_left(root)
+    # The learner's graceful stop leaves a checkpoint and exported policies behind.
+    assert any(f.endswith(".index") for f in os.listdir(os.path.join(root, "train", "checkpoints")))
+    assert os.path.isdir(os.path.join(root, "policies", "greedy_policy"))
