@@ -77,6 +77,7 @@ class LearnerLoop:
         self._specs = specs
         self._iterator = None
         self._train_fn = tf.function(self._train_steps)
+        self._diagnostics_fn = tf.function(self._diagnostics)
         self._last_saved_policy_step = -1
 
     @property
@@ -136,6 +137,25 @@ class LearnerLoop:
                 )
             )
         return losses
+
+    def _diagnostics(self, iterator):
+        """Policy entropy estimate -E[log pi(a|s)] and mean Q1(s, a ~ pi) on one batch."""
+
+        def replica_fn(experience):
+            time_steps = experience.time_step
+            # SacAgent's own sampler, so the estimate matches what the loss sees.
+            actions, log_pi = self.agent._actions_and_log_probs(time_steps)  # noqa: SLF001
+            q_values, _ = self.agent._critic_network_1(  # noqa: SLF001
+                (time_steps.observation, actions), time_steps.step_type
+            )
+            return -tf.reduce_mean(log_pi), tf.reduce_mean(q_values)
+
+        entropy, q_value = self._strategy.run(replica_fn, args=(next(iterator),))
+        mean = tf.distribute.ReduceOp.MEAN
+        return (
+            self._strategy.reduce(mean, entropy, axis=None),
+            self._strategy.reduce(mean, q_value, axis=None),
+        )
 
     # --- the loop ----------------------------------------------------------------
 
@@ -215,9 +235,16 @@ class LearnerLoop:
         now, step = time.monotonic(), self.step
         rate = (step - s0) / max(now - t0, 1e-9)
         total, critic, actor, alpha_loss = losses
-        alpha = float(tf.exp(self.agent._log_alpha))  # pylint: disable=protected-access
+        alpha = float(tf.exp(self.agent._log_alpha))  # noqa: SLF001
+        try:
+            entropy, q_value = (float(x) for x in self._diagnostics_fn(self._iterator))
+        except tf.errors.OutOfRangeError:
+            entropy = q_value = float("nan")
+            self._on_sampling_timeout()
         self._metrics.scalars(
             {
+                "learner/entropy": entropy,
+                "learner/q_value": q_value,
                 "learner/loss": total,
                 "learner/critic_loss": critic,
                 "learner/actor_loss": actor,
@@ -228,12 +255,14 @@ class LearnerLoop:
             step,
         )
         logging.info(
-            "train_step %d: loss %.3f (critic %.3f, actor %.3f), alpha %.4f, %.1f steps/s",
+            "train_step %d: loss %.3f (critic %.3f, actor %.3f), alpha %.4f, entropy %.3f, "
+            "%.1f steps/s",
             step,
             total,
             critic,
             actor,
             alpha,
+            entropy,
             rate,
         )
         return (now, step)
