@@ -19,6 +19,7 @@ from tf_agents.environments import py_environment
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
+from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, table_info
 from sac_distributed.runtime import Metrics
@@ -34,7 +35,8 @@ class ActorStats:
 
     env_steps: int = 0
     transitions_written: int = 0  # confirmed by the server
-    transitions_dropped_at_exit: int = 0  # unconfirmed when the actor stopped
+    transitions_dropped: int = 0  # unconfirmed at exit, or lost with a server
+    reconnects: int = 0
     episodes: int = 0
     dropped_non_finite: int = 0
     weight_updates: int = 0
@@ -49,17 +51,14 @@ class ActorLoop:
         self,
         config: ActorConfig,
         envs: List[py_environment.PyEnvironment],
-        writer: TransitionWriter,
-        container: VariableContainer,
-        replay_client,
+        connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool],
     ):
         self._config = config
         self._envs = envs
-        self._writer = writer
-        self._container = container
-        self._replay_client = replay_client
+        self._connection = connection
+        self._open_writers()
         self._metrics = metrics
         self._should_stop = should_stop
         action_spec = envs[0].action_spec()
@@ -78,25 +77,40 @@ class ActorLoop:
         time_steps = [env.reset() for env in self._envs]
         episode_return = np.zeros(len(self._envs))
         episode_length = np.zeros(len(self._envs), dtype=np.int64)
-        self._refresh_weights()
         step = 0
         last_summary = (time.monotonic(), 0)
         while not self._stop_reason():
-            if step % self._config.variable_update_interval == 0 and step:
-                self._refresh_weights()
-            if not self._warm and step % _WARMUP_CHECK_EVERY == 0:
-                self._check_warm()
-            time_steps = self._step(time_steps, episode_return, episode_length)
-            step += 1
-            self._wait_for_replay_capacity()
+            try:
+                if step % self._config.variable_update_interval == 0:
+                    self._refresh_weights()
+                if not self._warm and step % _WARMUP_CHECK_EVERY == 0:
+                    self._check_warm()
+                time_steps = self._step(time_steps, episode_return, episode_length)
+                step += 1
+                self._wait_for_replay_capacity()
+            except TRANSIENT_ERRORS as error:
+                self._close_writer(timeout_ms=0)  # the server is gone: pending items are lost
+                self._connection.recover(error)
+                self._open_writers()
+                self.stats.reconnects += 1
             last_summary = self._maybe_summarize(last_summary)
-        self.stats.transitions_dropped_at_exit = self._writer.close()
-        self.stats.transitions_written = self._writer.items_written
+        self._close_writer(timeout_ms=5_000)
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
         )
         return self.stats
+
+    def _open_writers(self) -> None:
+        self._writer = TransitionWriter(self._connection.replay)
+        self._container = VariableContainer(self._connection.variables)
+
+    def _close_writer(self, timeout_ms: int) -> None:
+        """Closes the writer and books what it wrote (and dropped) into the stats."""
+        dropped = self._writer.close(timeout_ms=timeout_ms)
+        self.stats.transitions_written += self._writer.items_written
+        self.stats.transitions_dropped += dropped
+        self._container.close()
 
     def _wait_for_replay_capacity(self) -> None:
         """Waits while the rate limiter holds inserts back, watching for stops."""
@@ -174,7 +188,7 @@ class ActorLoop:
         )
 
     def _check_warm(self) -> None:
-        size = table_info(self._replay_client, REPLAY_TABLE).current_size
+        size = table_info(self._connection.replay, REPLAY_TABLE).current_size
         if size >= self._config.hparams.initial_collect_steps:
             logging.info(
                 "Actor %d: replay holds %d transitions; switching from random to the "
@@ -186,6 +200,7 @@ class ActorLoop:
 
     def _refresh_weights(self) -> None:
         snapshot = self._container.pull()
+        self._connection.made_progress()
         if snapshot is None:
             return
         self._learner_done = snapshot.learner_done

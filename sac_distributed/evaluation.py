@@ -17,7 +17,9 @@ from absl import logging
 from tf_agents.environments import py_environment
 
 from sac_distributed.config import EvaluatorConfig
+from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.replay import REPLAY_TABLE, table_info
 from sac_distributed.runtime import Metrics, append_csv_row
 from sac_distributed.variables import VariableContainer, VariableSnapshot
 
@@ -72,15 +74,14 @@ class EvalLoop:
         self,
         config: EvaluatorConfig,
         env: py_environment.PyEnvironment,
-        container: VariableContainer,
-        env_steps_fn: Callable[[], int],
+        connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool],
     ):
         self._config = config
         self._env = env
-        self._container = container
-        self._env_steps_fn = env_steps_fn
+        self._connection = connection
+        self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
         spec = env.action_spec()
@@ -91,10 +92,16 @@ class EvalLoop:
     def run(self) -> List[EvalResult]:
         last_step: Optional[int] = None
         while not self._should_stop():
-            snapshot = self._container.pull()
-            if snapshot is not None and self._due(snapshot, last_step):
-                self.evaluate(snapshot)
-                last_step = snapshot.train_step
+            try:
+                snapshot = self._container.pull()
+                self._connection.made_progress()
+                if snapshot is not None and self._due(snapshot, last_step):
+                    self.evaluate(snapshot)
+                    last_step = snapshot.train_step
+            except TRANSIENT_ERRORS as error:
+                self._connection.recover(error)
+                self._container = VariableContainer(self._connection.variables)
+                continue
             if snapshot is not None and snapshot.learner_done and last_step == snapshot.train_step:
                 logging.info("Learner finished at train_step %d; evaluator done.", last_step)
                 break
@@ -126,12 +133,17 @@ class EvalLoop:
             return None
         result = EvalResult(
             train_step=snapshot.train_step,
-            env_steps=self._env_steps_fn(),
+            env_steps=self._env_steps(),
             average_return=float(np.mean(returns)),
             average_episode_length=float(np.mean(lengths)),
         )
         self._record(result)
         return result
+
+    def _env_steps(self) -> int:
+        """Transitions inserted into the replay so far (over all actors)."""
+        info = table_info(self._connection.replay, REPLAY_TABLE)
+        return int(info.rate_limiter_info.insert_stats.completed)
 
     def _record(self, result: EvalResult) -> None:
         self.results.append(result)

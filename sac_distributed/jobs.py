@@ -16,6 +16,7 @@ from sac_distributed import replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop, ActorStats
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
+from sac_distributed.connection import Connection
 from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
 from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics
@@ -44,31 +45,21 @@ def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float]
         server.stop()
 
 
-def _connect_both(client_config, should_stop: StopFn, who: str):
-    replay_client = replay.connect(
-        client_config.replay_buffer_server_address,
-        client_config.connect_timeout_s,
-        f"{who} needs the replay table",
-        should_stop,
-    )
-    variable_client = replay.connect(
-        client_config.variable_container_server_address,
-        client_config.connect_timeout_s,
-        f"{who} needs the variable container",
-        should_stop,
-    )
-    return replay_client, variable_client
+def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
+    connection = Connection(client_config, who, should_stop)
+    connection.open()
+    return connection
 
 
-def _check_signatures(specs, hparams, replay_client, variable_client, who: str) -> None:
+def _check_signatures(specs, hparams, connection: Connection, who: str) -> None:
     replay.check_table_signature(
-        replay_client,
+        connection.replay,
         replay.REPLAY_TABLE,
         specs_lib.transition_signature(specs),
         f"The {who}'s transition spec",
     )
     replay.check_table_signature(
-        variable_client,
+        connection.variables,
         replay.VARIABLE_TABLE,
         specs_lib.variable_signature(specs, hparams),
         f"The {who}'s policy variable spec",
@@ -83,19 +74,13 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
         for i in range(config.num_envs)
     ]
     specs = specs_lib.env_specs(envs[0], config.env_name)
-    replay_client, variable_client = _connect_both(
-        config.client, should_stop, f"actor {config.task}"
-    )
-    _check_signatures(specs, config.hparams, replay_client, variable_client, f"actor {config.task}")
-    writer = replay.TransitionWriter(replay_client)
-    container = VariableContainer(variable_client)
+    who = f"actor {config.task}"
+    connection = _connect(config.client, should_stop, who)
+    _check_signatures(specs, config.hparams, connection, who)
     metrics = Metrics(os.path.join(config.root_dir, COLLECT_DIR, f"actor_{config.task}"))
     try:
-        loop = ActorLoop(config, envs, writer, container, replay_client, metrics, should_stop)
-        return loop.run()
+        return ActorLoop(config, envs, connection, metrics, should_stop).run()
     finally:
-        writer.close()
-        container.close()
         metrics.close()
         for env in envs:
             env.close()
@@ -104,8 +89,9 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
 def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     """Trains to num_iterations (or a stop), checkpointing and exporting on the way."""
     specs = specs_lib.specs_for(config.env_name)
-    replay_client, variable_client = _connect_both(config.client, should_stop, "learner")
-    _check_signatures(specs, config.hparams, replay_client, variable_client, "learner")
+    connection = _connect(config.client, should_stop, "learner")
+    replay_client, variable_client = connection.replay, connection.variables
+    _check_signatures(specs, config.hparams, connection, "learner")
     strategy = agent_lib.make_strategy(config.strategy, config.tpu)
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
@@ -130,17 +116,11 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     """Evaluates the greedy policy every eval_interval until the learner is done."""
     env = specs_lib.load_env(config.env_name, config.seed)
     specs = specs_lib.env_specs(env, config.env_name)
-    replay_client, variable_client = _connect_both(config.client, should_stop, "evaluator")
-    _check_signatures(specs, config.hparams, replay_client, variable_client, "evaluator")
-
-    def env_steps() -> int:
-        info = replay.table_info(replay_client, replay.REPLAY_TABLE)
-        return int(info.rate_limiter_info.insert_stats.completed)
-
+    connection = _connect(config.client, should_stop, "evaluator")
+    _check_signatures(specs, config.hparams, connection, "evaluator")
     metrics = Metrics(os.path.join(config.root_dir, EVAL_DIR))
-    container = VariableContainer(variable_client)
     try:
-        return EvalLoop(config, env, container, env_steps, metrics, should_stop).run()
+        return EvalLoop(config, env, connection, metrics, should_stop).run()
     finally:
         metrics.close()
         env.close()

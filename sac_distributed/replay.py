@@ -217,6 +217,7 @@ class TransitionWriter:
         if self._closed:
             return 0
         dropped = 0 if self.flush(timeout_ms=timeout_ms) else self._count_pending()
+        dropped = min(dropped, self._items_written)
         self._writer.close()
         self._closed = True
         self._items_written -= dropped
