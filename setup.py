@@ -38,6 +38,7 @@ setup(
         "gym==0.23.0",
         "pybullet==3.2.7",
         "absl-py",
+        "portpicker",
         "numpy<2",
     ],
     extras_require={

@@ -63,7 +63,7 @@ class ActorLoop:
         self._should_stop = should_stop
         action_spec = envs[0].action_spec()
         self._policy = NumpyActorPolicy(
-            action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.seed
+            action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.task_seed
         )
         self._policy_train_step: Optional[int] = None
         self._learner_done = False

@@ -218,6 +218,11 @@ class ActorConfig:
             _require_positive_int("max_env_steps", self.max_env_steps)
         _require_positive_number("summary_interval_s", self.summary_interval_s)
 
+    @property
+    def task_seed(self) -> Optional[int]:
+        """This actor's own seed: actors given one --seed still explore differently."""
+        return None if self.seed is None else self.seed + 1000 * self.task
+
 
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:

@@ -21,7 +21,6 @@ from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
 from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics
 from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
-from sac_distributed.variables import VariableContainer
 
 COLLECT_DIR = "collect"
 StopFn = Callable[[], bool]
@@ -68,7 +67,7 @@ def _check_signatures(specs, hparams, connection: Connection, who: str) -> None:
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     """Collects into the replay table until the learner is done or a stop."""
-    seed = None if config.seed is None else config.seed + 1000 * config.task
+    seed = config.task_seed
     envs = [
         specs_lib.load_env(config.env_name, None if seed is None else seed + i)
         for i in range(config.num_envs)
@@ -90,25 +89,15 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     """Trains to num_iterations (or a stop), checkpointing and exporting on the way."""
     specs = specs_lib.specs_for(config.env_name)
     connection = _connect(config.client, should_stop, "learner")
-    replay_client, variable_client = connection.replay, connection.variables
     _check_signatures(specs, config.hparams, connection, "learner")
     strategy = agent_lib.make_strategy(config.strategy, config.tpu)
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )
-    container = VariableContainer(variable_client)
     metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
     try:
-        loop = LearnerLoop(config, specs, strategy, container, metrics, should_stop)
-
-        def wait_for_data() -> bool:
-            return replay.wait_for_table_size(
-                replay_client, replay.REPLAY_TABLE, config.hparams.min_replay_size, should_stop
-            )
-
-        return loop.run(wait_for_data)
+        return LearnerLoop(config, specs, strategy, connection, metrics, should_stop).run()
     finally:
-        container.close()
         metrics.close()
 
 
