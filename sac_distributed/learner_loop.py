@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from typing import Callable, Dict
 
 import numpy as np
+import reverb
 import tensorflow as tf
 from absl import logging
 from tf_agents.policies import greedy_policy, policy_saver
@@ -21,8 +23,9 @@ from tf_agents.policies import greedy_policy, policy_saver
 from sac_distributed import agent as agent_lib
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
+from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.errors import NonFiniteLossError
-from sac_distributed.replay import make_dataset
+from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size
 from sac_distributed.runtime import Metrics, replace_dir
 from sac_distributed.variables import VariableContainer
 
@@ -33,6 +36,16 @@ POLICY_NAMES = ("policy", "collect_policy", "greedy_policy")
 # How long a sample may wait on the rate limiter before the loop regains
 # control (to notice a stop signal) and starts a fresh iterator.
 SAMPLE_TIMEOUT_MS = 2_000
+# While a training call runs, the replay server is pinged this often.
+HEALTH_CHECK_INTERVAL_S = 5.0
+HEALTH_CHECK_TIMEOUT_S = 5
+
+
+class ServerLostError(ConnectionError):
+    """The replay server stopped answering while a training call was running."""
+
+
+RECOVERABLE_ERRORS = (ServerLostError, tf.errors.UnavailableError) + TRANSIENT_ERRORS
 
 
 @dataclasses.dataclass
@@ -51,14 +64,15 @@ class LearnerLoop:
         config: LearnerConfig,
         specs: EnvSpecs,
         strategy: tf.distribute.Strategy,
-        container: VariableContainer,
+        connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool] = lambda: False,
     ):
         self._config = config
         self._hp = config.hparams
         self._strategy = strategy
-        self._container = container
+        self._connection = connection
+        self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
         with strategy.scope():
@@ -79,6 +93,8 @@ class LearnerLoop:
         self._train_fn = tf.function(self._train_steps)
         self._diagnostics_fn = tf.function(self._diagnostics)
         self._last_saved_policy_step = -1
+        self._last_loss = float("nan")
+        self._start = self._window = (time.monotonic(), self.step)
 
     @property
     def step(self) -> int:
@@ -159,30 +175,103 @@ class LearnerLoop:
 
     # --- the loop ----------------------------------------------------------------
 
-    def run(self, wait_for_data: Callable[[], bool]) -> LearnerResult:
-        """Trains until num_iterations; `wait_for_data` blocks until replay is warm."""
+    def run(self) -> LearnerResult:
+        """Trains until num_iterations or a stop; returns where it stopped and why."""
         self.publish()
-        if self.step < self._hp.num_iterations and not wait_for_data():
-            return self._finish("stop signal", 0.0, float("nan"))
+        if self.step < self._hp.num_iterations and not self._wait_for_data():
+            return self._finish("stop signal")
         self._iterator = self._make_iterator()
-        start_step, start_time = self.step, time.monotonic()
-        last_loss = float("nan")
-        window = (time.monotonic(), self.step)
+        self._start = (time.monotonic(), self.step)
+        self._window = self._start
         while self.step < self._hp.num_iterations:
             if self._should_stop():
-                rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
-                return self._finish("stop signal", rate, last_loss)
-            n = self._steps_until_next_event()
+                return self._finish("stop signal")
             try:
-                losses = [float(x) for x in self._train_fn(self._iterator, tf.constant(n))]
+                self._train_once()
             except tf.errors.OutOfRangeError:
                 self._on_sampling_timeout()
-                continue
-            last_loss = losses[0]
-            self._check_finite(losses)
-            window = self._periodic(losses, window)
-        rate = (self.step - start_step) / max(time.monotonic() - start_time, 1e-9)
-        return self._finish("num_iterations reached", rate, last_loss)
+            except RECOVERABLE_ERRORS as error:
+                if self._should_stop():
+                    return self._finish("stop signal")
+                self._recover(error)
+        return self._finish("num_iterations reached")
+
+    def _wait_for_data(self) -> bool:
+        """Polls (interruptibly) until the replay holds enough to sample from."""
+        return wait_for_table_size(
+            self._connection.replay, REPLAY_TABLE, self._hp.min_replay_size, self._should_stop
+        )
+
+    def _train_once(self) -> None:
+        """One tf.function call up to the next event, then that event's work."""
+        n = self._steps_until_next_event()
+        outputs = self._guarded(self._train_fn, self._iterator, tf.constant(n))
+        losses = [float(x) for x in outputs]
+        self._connection.made_progress()
+        self._last_loss = losses[0]
+        self._check_finite(losses)
+        self._periodic(losses)
+
+    def _guarded(self, fn, *args):
+        """Runs `fn(*args)` in a daemon thread, watching the replay server meanwhile.
+
+        A Reverb dataset whose server died blocks forever and cannot be
+        interrupted, so the call runs off the main thread; if the server stops
+        answering, ServerLostError leaves that call behind (it holds only its
+        own iterator) and the loop recovers with a new function and iterator.
+        """
+        result: dict = {}
+        finished = threading.Event()
+
+        def target() -> None:
+            try:
+                result["value"] = fn(*args)
+            except BaseException as error:  # handed to the main thread below
+                result["error"] = error
+            finally:
+                finished.set()
+
+        threading.Thread(target=target, daemon=True, name="learner-call").start()
+        next_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
+        while not finished.wait(0.25):
+            if time.monotonic() >= next_check:
+                self._check_server()
+                next_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
+
+    def _check_server(self) -> None:
+        address = self._config.client.replay_buffer_server_address
+        try:
+            # A fresh client: a channel to a dead server backs off for minutes.
+            reverb.Client(address).server_info(timeout=HEALTH_CHECK_TIMEOUT_S)
+        except TRANSIENT_ERRORS as error:
+            raise ServerLostError(
+                f"the Reverb server at {address} stopped answering during training ({error})"
+            ) from error
+
+    def _recover(self, error: Exception) -> None:
+        """After a server loss: fresh clients, function and iterator; refill weights."""
+        self._connection.recover(error)
+        self._container = VariableContainer(self._connection.variables)
+        # The abandoned call may still hold the old functions: trace new ones.
+        self._train_fn = tf.function(self._train_steps)
+        self._diagnostics_fn = tf.function(self._diagnostics)
+        self._iterator = self._make_iterator_when_ready()
+        self.publish()
+        logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
+
+    def _make_iterator_when_ready(self):
+        """A new iterator; the first attempts after a restart may still see the old socket."""
+        deadline = time.monotonic() + self._config.client.connect_timeout_s
+        while True:
+            try:
+                return self._make_iterator()
+            except tf.errors.UnavailableError:
+                if time.monotonic() > deadline or self._should_stop():
+                    raise
+                time.sleep(0.5)
 
     def _on_sampling_timeout(self) -> None:
         """The rate limiter held samples back: actors are slow, stopped or gone."""
@@ -194,7 +283,7 @@ class LearnerLoop:
             SAMPLE_TIMEOUT_MS / 1000,
             self.step,
         )
-        self._iterator = self._make_iterator()
+        self._iterator = self._make_iterator_when_ready()
 
     def _steps_until_next_event(self) -> int:
         step = self.step
@@ -218,26 +307,27 @@ class LearnerLoop:
             "rewards, then restart to resume from it."
         )
 
-    def _periodic(self, losses, window):
+    def _periodic(self, losses) -> None:
+        """Event work at this step; local files first, so a server loss skips none."""
         step = self.step
-        if step % self._config.variable_push_interval == 0:
-            self.publish()
-        if step % self._config.summary_interval == 0:
-            window = self._summarize(losses, window)
         if step % self._config.checkpoint_interval == 0:
             self.save_checkpoint()
         if step % self._hp.policy_save_interval == 0:
             self.export_policies()
-        return window
+        if step % self._config.variable_push_interval == 0:
+            self.publish()
+        if step % self._config.summary_interval == 0:
+            self._summarize(losses)
 
-    def _summarize(self, losses, window):
-        t0, s0 = window
+    def _summarize(self, losses) -> None:
+        t0, s0 = self._window
         now, step = time.monotonic(), self.step
         rate = (step - s0) / max(now - t0, 1e-9)
         total, critic, actor, alpha_loss = losses
         alpha = float(tf.exp(self.agent._log_alpha))  # noqa: SLF001
         try:
-            entropy, q_value = (float(x) for x in self._diagnostics_fn(self._iterator))
+            outputs = self._guarded(self._diagnostics_fn, self._iterator)
+            entropy, q_value = (float(x) for x in outputs)
         except tf.errors.OutOfRangeError:
             entropy = q_value = float("nan")
             self._on_sampling_timeout()
@@ -265,7 +355,7 @@ class LearnerLoop:
             entropy,
             rate,
         )
-        return (now, step)
+        self._window = (now, step)
 
     # --- outputs -------------------------------------------------------------------
 
@@ -298,11 +388,24 @@ class LearnerLoop:
         self._last_saved_policy_step = step
         logging.info("Exported policies at train_step %d to %s.", step, root)
 
-    def _finish(self, reason: str, rate: float, last_loss: float) -> LearnerResult:
+    def _finish(self, reason: str) -> LearnerResult:
         self.save_checkpoint()
         self.export_policies()
-        done = reason == "num_iterations reached"
-        self.publish(done=done)
+        self._publish_final(done=reason == "num_iterations reached")
         self._metrics.flush()
+        t0, s0 = self._start
+        rate = (self.step - s0) / max(time.monotonic() - t0, 1e-9)
         logging.info("Learner stopped at train_step %d: %s.", self.step, reason)
-        return LearnerResult(self.step, rate, last_loss, reason)
+        return LearnerResult(self.step, rate, self._last_loss, reason)
+
+    def _publish_final(self, done: bool) -> None:
+        """The last push (with the done flag actors wait for), reconnecting once if needed."""
+        try:
+            self.publish(done=done)
+        except RECOVERABLE_ERRORS as error:
+            if self._should_stop():
+                logging.warning("Could not publish the final weights while stopping: %s", error)
+                return
+            self._connection.recover(error)
+            self._container = VariableContainer(self._connection.variables)
+            self.publish(done=done)

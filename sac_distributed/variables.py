@@ -18,6 +18,9 @@ import tree
 from sac_distributed import specs as specs_lib
 from sac_distributed.replay import VARIABLE_TABLE
 
+# A push that the server has not confirmed by then raises DeadlineExceededError.
+PUSH_TIMEOUT_MS = 10_000
+
 
 @dataclasses.dataclass(frozen=True)
 class VariableSnapshot:
@@ -49,7 +52,7 @@ class VariableContainer:
         self._writer.append(data)
         item = tree.map_structure(lambda column: column[-1], self._writer.history)
         self._writer.create_item(VARIABLE_TABLE, 1.0, item)
-        self._writer.flush()
+        self._writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
         return int(sum(w.nbytes for w in data[specs_lib.POLICY_VARIABLES]))
 
     def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:

@@ -1,0 +1,80 @@
+"""Starting the real binaries as subprocesses and polling their logs, with deadlines."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, Optional
+
+import pytest
+
+
+def start(module: str, flags, log_path: str) -> subprocess.Popen:
+    """Starts `python -m sac_distributed.bin.<module> flags...`, output to `log_path`."""
+    log = open(log_path, "a")
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", f"sac_distributed.bin.{module}", *flags],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def read(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
+def wait_for_log(
+    path: str,
+    pattern: str,
+    deadline_s: float,
+    procs: Optional[Dict[str, subprocess.Popen]] = None,
+    start_at: int = 0,
+) -> re.Match:
+    """Polls `path` until `pattern` (a regex) appears after byte `start_at`."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        match = re.search(pattern, read(path)[start_at:])
+        if match:
+            return match
+        for name, proc in (procs or {}).items():
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited ({proc.returncode}) while waiting for {pattern!r}")
+        time.sleep(0.2)
+    pytest.fail(f"{path} never logged {pattern!r} within {deadline_s}s:\n{read(path)[-3000:]}")
+
+
+def wait_all(procs: Dict[str, subprocess.Popen], deadline_s: float) -> Dict[str, int]:
+    """Waits for every process; kills all and fails the test past the deadline."""
+    deadline = time.monotonic() + deadline_s
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_all(procs)
+            pytest.fail(f"{name} did not finish within {deadline_s}s")
+    return {name: proc.returncode for name, proc in procs.items()}
+
+
+def kill_all(procs: Dict[str, subprocess.Popen]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 60) -> int:
+    """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode

@@ -1,0 +1,177 @@
+"""Processes really killed with SIGKILL mid-run; the run must carry on and finish."""
+
+import os
+import re
+import signal
+import time
+
+import portpicker
+import pytest
+import reverb
+from proc_utils import read, start, stop, wait_all, wait_for_log
+
+import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
+from sac_distributed import replay
+
+pytestmark = pytest.mark.slow
+
+NUM_ITERATIONS = 1000
+CHECKPOINT_INTERVAL = 100
+SMALL = [
+    "--env_name=Pendulum-v1",
+    f"--num_iterations={NUM_ITERATIONS}",
+    "--initial_collect_steps=200",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=250",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=500",
+    "--samples_per_insert=0",  # actors run free: they keep collecting while the learner is down
+]
+
+
+class Run:
+    """One topology on localhost with its flags, logs and processes."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.port = portpicker.pick_unused_port()
+        self.address = f"localhost:{self.port}"
+        self.shared = [f"--root_dir={root}", *SMALL]
+        self.client_flags = self.shared + [
+            f"--replay_buffer_server_address={self.address}",
+            f"--variable_container_server_address={self.address}",
+            "--connect_timeout=120",
+        ]
+        self.procs = {}
+
+    def log(self, name: str) -> str:
+        return os.path.join(self.root, f"{name}.log")
+
+    def start_server(self):
+        flags = [f"--port={self.port}", "--stats_interval=5", "--replay_checkpoint_interval=2"]
+        self.procs["server"] = start("reverb_server", self.shared + flags, self.log("server"))
+
+    def start_learner(self):
+        flags = [f"--checkpoint_interval={CHECKPOINT_INTERVAL}", "--summary_interval=50"]
+        self.procs["learner"] = start("learner", self.client_flags + flags, self.log("learner"))
+
+    def start_actor(self):
+        flags = ["--task=0", "--variable_update_interval=100"]
+        self.procs["actor"] = start("actor", self.client_flags + flags, self.log("actor"))
+
+    def start_evaluator(self):
+        flags = ["--poll_interval=0.5"]
+        self.procs["evaluator"] = start("evaluator", self.client_flags + flags, self.log("evaluator"))
+
+    def table(self):
+        """The replay table's info, from a fresh client, waiting for the server."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return reverb.Client(self.address).server_info(timeout=2)[replay.REPLAY_TABLE]
+            except (reverb.errors.DeadlineExceededError, RuntimeError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def finish(self) -> dict:
+        clients = {n: p for n, p in self.procs.items() if n != "server"}
+        codes = wait_all(clients, 400)
+        codes["server"] = stop(self.procs["server"])
+        return codes
+
+    def cleanup(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def run(tmp_path):
+    r = Run(str(tmp_path))
+    yield r
+    r.cleanup()
+
+
+def _last_int(pattern: str, text: str) -> int:
+    values = [int(m) for m in re.findall(pattern, text)]
+    assert values, f"{pattern!r} not found"
+    return values[-1]
+
+
+def test_server_killed_and_restarted_restores_replay_and_clients_reconnect(run):
+    run.start_server()
+    run.start_learner()
+    run.start_actor()
+    run.start_evaluator()
+    wait_for_log(run.log("learner"), r"train_step \d+: loss", 240, run.procs)
+    # A replay checkpoint taken while training is under way.
+    mark = len(read(run.log("server")))
+    wait_for_log(run.log("server"), r"Replay checkpoint written", 30, start_at=mark)
+    size_before = run.table().current_size
+
+    os.kill(run.procs["actor"].pid, signal.SIGSTOP)  # freeze inserts to measure the restore
+    run.procs["server"].kill()
+    run.procs["server"].wait()
+    run.start_server()
+    restored = run.table().current_size
+    os.kill(run.procs["actor"].pid, signal.SIGCONT)
+
+    assert 0 < restored <= size_before, (restored, size_before)
+    codes = run.finish()
+    assert codes == {n: 0 for n in codes}, codes
+    learner = read(run.log("learner"))
+    assert "Learner resumed at train_step" in learner
+    assert f"Learner stopped at train_step {NUM_ITERATIONS}: num_iterations reached" in learner
+    assert "actor 0 reconnected to the Reverb server" in read(run.log("actor"))
+    assert "evaluator reconnected to the Reverb server" in read(run.log("evaluator"))
+    rows = read(os.path.join(run.root, "eval", "results.csv")).strip().splitlines()
+    assert rows[-1].startswith(f"{NUM_ITERATIONS},")
+
+
+def test_learner_and_actor_killed_and_restarted_resume(run):
+    run.start_server()
+    run.start_learner()
+    run.start_actor()
+    run.start_evaluator()
+    wait_for_log(run.log("learner"), r"Saved checkpoint .*ckpt-\d+", 240, run.procs)
+    wait_for_log(run.log("learner"), r"train_step \d+: loss", 60, run.procs)
+    run.procs["learner"].kill()
+    run.procs["learner"].wait()
+    before = read(run.log("learner"))
+    logged_step = _last_int(r"train_step (\d+): loss", before)
+    saved_step = _last_int(r"ckpt-(\d+)", before)
+
+    # Actors keep collecting while the learner is down.
+    inserted = run.table().rate_limiter_info.insert_stats.completed
+    deadline = time.monotonic() + 60
+    while run.table().rate_limiter_info.insert_stats.completed < inserted + 500:
+        assert time.monotonic() < deadline, "actors stopped collecting while the learner was down"
+        time.sleep(0.2)
+
+    mark = len(before)
+    run.start_learner()
+    match = wait_for_log(
+        run.log("learner"), r"Restored .*ckpt-(\d+) \(train_step=(\d+)\)", 120, start_at=mark
+    )
+    restored = int(match.group(2))
+    assert restored >= saved_step
+    assert restored >= logged_step - CHECKPOINT_INTERVAL  # at most one interval lost
+
+    # An actor killed mid-episode rejoins; its half-finished episode is simply absent.
+    wait_for_log(run.log("learner"), r"train_step \d+: loss", 120, start_at=mark)
+    run.procs["actor"].kill()
+    run.procs["actor"].wait()
+    run.start_actor()
+
+    codes = run.finish()
+    assert codes == {n: 0 for n in codes}, codes
+    learner = read(run.log("learner"))[mark:]
+    assert f"Learner stopped at train_step {NUM_ITERATIONS}: num_iterations reached" in learner
+    # The restarted actor saw the restarted learner's final weights and done flag.
+    assert "stopping (learner finished)" in read(run.log("actor"))
+    policies = os.listdir(os.path.join(run.root, "policies"))
+    assert {"policy", "collect_policy", "greedy_policy"} <= set(policies)
