@@ -39,6 +39,10 @@ SAMPLE_TIMEOUT_MS = 2_000
 # While a training call runs, the replay server is pinged this often.
 HEALTH_CHECK_INTERVAL_S = 5.0
 HEALTH_CHECK_TIMEOUT_S = 5
+# A call of an already traced function that runs this long is stuck on a stream
+# to a server that restarted between two health checks (samples wait at most
+# SAMPLE_TIMEOUT_MS on the rate limiter, so a healthy call never gets close).
+STALL_TIMEOUT_S = 120.0
 
 
 class ServerLostError(ConnectionError):
@@ -93,6 +97,7 @@ class LearnerLoop:
         self._train_fn = tf.function(self._train_steps)
         self._diagnostics_fn = tf.function(self._diagnostics)
         self._last_saved_policy_step = -1
+        self._traced: set = set()  # functions that completed a call (tracing is slow)
         self._last_loss = float("nan")
         self._start = self._window = (time.monotonic(), self.step)
 
@@ -205,7 +210,13 @@ class LearnerLoop:
     def _train_once(self) -> None:
         """One tf.function call up to the next event, then that event's work."""
         n = self._steps_until_next_event()
-        outputs = self._guarded(self._train_fn, self._iterator, tf.constant(n))
+        try:
+            outputs = self._guarded(self._train_fn, self._iterator, tf.constant(n))
+        except tf.errors.InvalidArgumentError as error:
+            # SacAgent checks its losses with tf.debugging.check_numerics.
+            if "inf or nan" not in error.message:
+                raise
+            self._raise_non_finite(error.message.splitlines()[0])
         losses = [float(x) for x in outputs]
         self._connection.made_progress()
         self._last_loss = losses[0]
@@ -232,13 +243,22 @@ class LearnerLoop:
                 finished.set()
 
         threading.Thread(target=target, daemon=True, name="learner-call").start()
-        next_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
+        started = time.monotonic()
+        next_check = started + HEALTH_CHECK_INTERVAL_S
+        traced = fn in self._traced
         while not finished.wait(0.25):
-            if time.monotonic() >= next_check:
+            now = time.monotonic()
+            if now >= next_check:
                 self._check_server()
-                next_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
+                next_check = now + HEALTH_CHECK_INTERVAL_S
+            if traced and now - started > STALL_TIMEOUT_S:
+                raise ServerLostError(
+                    f"a training call made no progress for {STALL_TIMEOUT_S:.0f} s although "
+                    "the server answers (it probably restarted)"
+                )
         if "error" in result:
             raise result["error"]
+        self._traced.add(fn)
         return result["value"]
 
     def _check_server(self) -> None:
@@ -297,14 +317,16 @@ class LearnerLoop:
         return max(1, min(self._config.steps_per_call, to_event, self._hp.num_iterations - step))
 
     def _check_finite(self, losses) -> None:
-        if all(np.isfinite(losses)):
-            return
-        step = self.step
+        if not all(np.isfinite(losses)):
+            self._raise_non_finite(f"total, critic, actor, alpha losses = {losses}")
+
+    def _raise_non_finite(self, detail: str) -> None:
+        kept = self._checkpoints.latest_checkpoint or "none yet"
         raise NonFiniteLossError(
-            f"SAC loss became non-finite at train_step {step} (total, critic, actor, alpha = "
-            f"{losses}). The last good checkpoint in {self._checkpoints.directory} is kept; "
-            "lower the learning rates or reward_scale_factor, or check the environment's "
-            "rewards, then restart to resume from it."
+            f"SAC loss became NaN or inf at train_step {self.step} ({detail}). Nothing from "
+            f"this step was saved; the last good checkpoint ({kept}) is kept. Lower the "
+            "learning rates or reward_scale_factor, or check the environment's rewards, "
+            "then restart to resume from it."
         )
 
     def _periodic(self, losses) -> None:

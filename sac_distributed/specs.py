@@ -14,6 +14,7 @@ from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
+import tree
 from tf_agents.environments import py_environment
 from tf_agents.specs import tensor_spec
 
@@ -124,8 +125,11 @@ def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, objec
 
 def describe_signature(signature: object) -> str:
     """A compact, readable form of a signature for error messages."""
-    flat = tf.nest.flatten_with_joined_string_paths(signature)
-    parts = [f"{path}: {spec.dtype.name}{list(spec.shape)}" for path, spec in flat]
+    flat = tree.flatten_with_path(signature)
+    parts = [
+        f"{'/'.join(str(p) for p in path)}: {spec.dtype.name}{list(spec.shape)}"
+        for path, spec in flat
+    ]
     return "{" + ", ".join(parts) + "}"
 
 

@@ -6,15 +6,12 @@ hundred steps; the test then checks every artefact a user relies on.
 
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import portpicker
 import pytest
 import reverb
+from proc_utils import read, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay
@@ -39,42 +36,8 @@ SMALL = [
 ]
 
 
-def _start(module: str, flags, log_path: str) -> subprocess.Popen:
-    log = open(log_path, "w")
-    return subprocess.Popen(
-        [sys.executable, "-u", "-m", f"sac_distributed.bin.{module}", *flags],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _wait_all(procs, deadline_s: float):
-    """Waits for every process; kills all and fails if the deadline passes."""
-    deadline = time.monotonic() + deadline_s
-    for name, proc in procs.items():
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs.values():
-                p.kill()
-            pytest.fail(f"{name} did not finish within {deadline_s}s")
-
-
-def _wait_for_log(path: str, text: str, procs, deadline_s: float) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        with open(path) as f:
-            if text in f.read():
-                return
-        assert all(p.poll() is None for p in procs.values()), "a client exited early"
-        time.sleep(0.2)
-    pytest.fail(f"{path} never logged {text!r} within {deadline_s}s")
-
-
 def _log(root_dir: str, name: str) -> str:
-    with open(os.path.join(root_dir, f"{name}.log")) as f:
-        return f.read()
+    return read(os.path.join(root_dir, f"{name}.log"))
 
 
 @pytest.fixture(scope="module")
@@ -91,32 +54,28 @@ def finished_run(tmp_path_factory):
     ]
     # Clients first: they must wait for the server, whatever the start order.
     procs = {
-        "learner": _start("learner", clients + ["--checkpoint_interval=100"], f"{root}/learner.log")
+        "learner": start("learner", clients + ["--checkpoint_interval=100"], f"{root}/learner.log")
     }
     for task in range(NUM_ACTORS):
-        procs[f"actor_{task}"] = _start(
+        procs[f"actor_{task}"] = start(
             "actor",
             clients + [f"--task={task}", "--variable_update_interval=50"],
             f"{root}/actor_{task}.log",
         )
-    procs["evaluator"] = _start(
+    procs["evaluator"] = start(
         "evaluator", clients + ["--poll_interval=0.5"], f"{root}/evaluator.log"
     )
     # The server starts last, once the learner says it is waiting for it.
-    _wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", procs, 120)
-    server = _start(
+    wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", 120, procs)
+    server = start(
         "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
     )
     try:
-        _wait_all(procs, DEADLINE_S)
+        wait_all(procs, DEADLINE_S)
         info = reverb.Client(address).server_info(timeout=10)[replay.REPLAY_TABLE]
         inserted = int(info.rate_limiter_info.insert_stats.completed)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
     codes = {name: p.returncode for name, p in procs.items()}
     codes["server"] = server.returncode
     yield root, codes, inserted

@@ -1,0 +1,249 @@
+"""Shared fixtures: a real in-process Reverb server, small SAC configs, helpers.
+
+`import sac_distributed` must run before TensorFlow is imported (it selects
+Keras 2), and the CPU is split into two logical devices here, at import time,
+before any TensorFlow op runs, so that MirroredStrategy gets two replicas.
+
+Factories (`new_server`, `write_replay`, `new_learner`) are session-scoped so
+that module-scoped fixtures can use them too; the function-scoped fixtures
+(`reverb_server`, `fill_replay`, `make_learner`, ...) are built on them.
+"""
+
+import sac_distributed  # noqa: F401  (must come before tensorflow)
+from sac_distributed import agent as agent_lib
+
+agent_lib.use_logical_cpus(2)
+
+import time  # noqa: E402
+from typing import Callable, Dict, List, Optional  # noqa: E402
+
+import numpy as np  # noqa: E402
+import portpicker  # noqa: E402
+import pytest  # noqa: E402
+import reverb  # noqa: E402
+
+from sac_distributed import config as config_lib  # noqa: E402
+from sac_distributed import replay  # noqa: E402
+from sac_distributed import specs as specs_lib  # noqa: E402
+from sac_distributed.runtime import Metrics  # noqa: E402
+
+ENV_NAME = "Pendulum-v1"
+
+# Small enough to train a few dozen steps in seconds on a busy 2-core CPU.
+SMALL_HPARAMS = dict(
+    initial_collect_steps=64,
+    replay_buffer_capacity=2_000,
+    batch_size=32,
+    actor_fc_layer_params=(16, 16),
+    critic_joint_fc_layer_params=(16, 16),
+    num_iterations=20,
+    policy_save_interval=20,
+    eval_interval=10,
+    num_eval_episodes=1,
+    samples_per_insert=0,  # MinSize: the tests control the data themselves
+)
+
+
+def small_hparams(**overrides) -> config_lib.Hyperparams:
+    return config_lib.hyperparams_for(ENV_NAME, {**SMALL_HPARAMS, **overrides})
+
+
+def pick_free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    return portpicker.pick_unused_port()
+
+
+def random_transitions(
+    specs, n: int, seed: int = 0, reward: Optional[float] = None
+) -> List[Dict[str, np.ndarray]]:
+    """`n` transitions in the env's bounds; row i has reward i (or `reward`)."""
+    rng = np.random.default_rng(seed)
+    obs_shape, act = tuple(specs.observation.shape), specs.action
+    low = np.broadcast_to(act.minimum, act.shape).astype(np.float32)
+    high = np.broadcast_to(act.maximum, act.shape).astype(np.float32)
+    return [
+        {
+            specs_lib.OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
+            specs_lib.ACTION: rng.uniform(low, high).astype(np.float32),
+            specs_lib.REWARD: np.float32(i if reward is None else reward),
+            specs_lib.DISCOUNT: np.float32(rng.choice([0.0, 1.0], p=[0.1, 0.9])),
+            specs_lib.NEXT_OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
+        }
+        for i in range(n)
+    ]
+
+
+def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 30.0) -> int:
+    """Polls until `table` holds at least `size` items; fails after the deadline."""
+    end = time.monotonic() + timeout_s
+    while True:
+        current = replay.table_info(client, table).current_size
+        if current >= size:
+            return current
+        if time.monotonic() > end:
+            raise AssertionError(f"{table} holds {current} items after {timeout_s} s, not {size}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """`free_port()` returns a port nothing listens on."""
+    return pick_free_port
+
+
+@pytest.fixture(scope="session")
+def env_name() -> str:
+    return ENV_NAME
+
+
+@pytest.fixture(scope="session")
+def hparams() -> config_lib.Hyperparams:
+    return small_hparams()
+
+
+@pytest.fixture(scope="session")
+def env_specs():
+    return specs_lib.specs_for(ENV_NAME)
+
+
+@pytest.fixture(scope="session")
+def new_server(env_specs, tmp_path_factory):
+    """`new_server(hparams=None)` starts a real Reverb server with both tables.
+
+    Every server it started is stopped at the end of the session; stop it
+    earlier with `server.stop()` where the test no longer needs it.
+    """
+    servers = []
+
+    def start(hparams: Optional[config_lib.Hyperparams] = None) -> reverb.Server:
+        config = config_lib.ServerConfig(
+            env_name=ENV_NAME,
+            hparams=hparams or small_hparams(),
+            root_dir=str(tmp_path_factory.mktemp("server")),
+            port=0,
+        )
+        server = reverb.Server(replay.make_tables(config, env_specs), port=None)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def write_replay(env_specs):
+    """`write_replay(client, n, seed=0, reward=None)` writes n transitions and waits for them.
+
+    Goes through the actor's TransitionWriter and returns the transitions.
+    """
+
+    def write(client: reverb.Client, n: int, seed: int = 0, reward: Optional[float] = None):
+        transitions = random_transitions(env_specs, n, seed=seed, reward=reward)
+        before = replay.table_info(client, replay.REPLAY_TABLE).current_size
+        writer = replay.TransitionWriter(client)
+        try:
+            for transition in transitions:
+                writer.write(transition)
+                assert writer.throttle(timeout_ms=10_000), "replay insert timed out"
+            assert writer.flush(timeout_ms=10_000), "replay flush timed out"
+        finally:
+            writer.close()
+        assert writer.items_written == n
+        wait_for_size(client, replay.REPLAY_TABLE, before + n)
+        return transitions
+
+    return write
+
+
+def learner_config(
+    root_dir: str, address: str, hparams_overrides=None, **overrides
+) -> config_lib.LearnerConfig:
+    """A LearnerConfig with small nets that checkpoints and publishes every 10 steps."""
+    kwargs = dict(
+        env_name=ENV_NAME,
+        hparams=small_hparams(**(hparams_overrides or {})),
+        root_dir=root_dir,
+        client=config_lib.ClientConfig(
+            replay_buffer_server_address=address,
+            variable_container_server_address=address,
+            connect_timeout_s=10.0,
+        ),
+        strategy="default",
+        steps_per_call=10,
+        variable_push_interval=10,
+        checkpoint_interval=10,
+        summary_interval=10,
+    )
+    kwargs.update(overrides)
+    return config_lib.LearnerConfig(**kwargs)
+
+
+@pytest.fixture(scope="session")
+def new_learner(env_specs):
+    """`new_learner(config, server, should_stop=None)` -> a LearnerLoop on `server`.
+
+    Wired like jobs.run_learner: a Connection (replay + variable clients, after
+    the bounded wait) and no TensorBoard writer. `loop.run()` waits for
+    min_replay_size items, so fill the replay first.
+    """
+    from sac_distributed.connection import Connection
+    from sac_distributed.learner_loop import LearnerLoop
+
+    def build(config: config_lib.LearnerConfig, server: reverb.Server, should_stop=None):
+        assert config.client.replay_buffer_server_address == f"localhost:{server.port}"
+        should_stop = should_stop or (lambda: False)
+        connection = Connection(config.client, "test learner", should_stop)
+        connection.open()
+        strategy = agent_lib.make_strategy(config.strategy)
+        return LearnerLoop(config, env_specs, strategy, connection, Metrics(None), should_stop)
+
+    return build
+
+
+# --- function-scoped conveniences ----------------------------------------------
+
+
+@pytest.fixture
+def root_dir(tmp_path) -> str:
+    path = tmp_path / "root"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.fixture
+def reverb_server(new_server):
+    """A fresh real Reverb server (Pendulum-v1, small hparams) for one test."""
+    server = new_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server_address(reverb_server) -> str:
+    return f"localhost:{reverb_server.port}"
+
+
+@pytest.fixture
+def client(reverb_server) -> reverb.Client:
+    return reverb_server.localhost_client()
+
+
+@pytest.fixture
+def fill_replay(client, write_replay):
+    """`fill_replay(n, seed=0, reward=None)` writes n transitions to `reverb_server`."""
+    return lambda n, seed=0, reward=None: write_replay(client, n, seed=seed, reward=reward)
+
+
+@pytest.fixture
+def make_learner_config(root_dir, server_address):
+    """`make_learner_config(hparams_overrides=None, **overrides)` for `reverb_server`."""
+    return lambda hparams_overrides=None, **overrides: learner_config(
+        root_dir, server_address, hparams_overrides, **overrides
+    )
+
+
+@pytest.fixture
+def make_learner(new_learner, reverb_server):
+    """`make_learner(config, should_stop=None)` -> a LearnerLoop on `reverb_server`."""
+    return lambda config, should_stop=None: new_learner(config, reverb_server, should_stop)

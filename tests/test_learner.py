@@ -1,0 +1,196 @@
+"""The learner trains on a real Reverb replay, checkpoints, exports and publishes.
+
+Each LearnerLoop traces its SAC update once (the slow part on a busy CPU), so
+the module builds two: one under MirroredStrategy over the two logical CPUs
+from conftest, trained to num_iterations; and one under the default strategy,
+stopped at step 20 and then fed NaN rewards. Three tests inspect what the
+second one did.
+"""
+
+import glob
+import math
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import learner_config
+from tf_agents.policies import py_tf_eager_policy
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import agent as agent_lib
+from sac_distributed import learner_loop, replay
+from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.variables import VariableContainer
+
+NUM_ITERATIONS = 20
+
+
+def _checkpoint_steps(root_dir):
+    pattern = os.path.join(root_dir, learner_loop.CHECKPOINT_DIR, "ckpt-*.index")
+    names = (os.path.basename(p) for p in glob.glob(pattern))
+    return sorted(int(n[len("ckpt-") : -len(".index")]) for n in names)
+
+
+def _observations(env_specs, n, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n,) + tuple(env_specs.observation.shape)).astype(np.float32)
+
+
+def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
+    """What a learner leaves after training to NUM_ITERATIONS with `weights`.
+
+    `snapshot` is what the variable container held afterwards.
+    """
+    assert result.train_step == NUM_ITERATIONS
+    assert math.isfinite(result.last_loss)
+    assert result.steps_per_sec > 0
+
+    # A checkpoint every checkpoint_interval (10) steps, the last at the final step.
+    assert _checkpoint_steps(root_dir) == [10, NUM_ITERATIONS]
+    latest = tf.train.latest_checkpoint(os.path.join(root_dir, learner_loop.CHECKPOINT_DIR))
+    assert latest.endswith(f"ckpt-{NUM_ITERATIONS}")
+
+    # The container holds the final weights (flagged done when training is complete).
+    assert snapshot is not None
+    assert snapshot.train_step == NUM_ITERATIONS
+    assert snapshot.learner_done is done
+    assert len(snapshot.policy_weights) == len(weights)
+    for pulled, expected in zip(snapshot.policy_weights, weights):
+        assert np.all(np.isfinite(pulled))
+        np.testing.assert_array_equal(pulled, expected)
+
+    # The three exported SavedModels load with their specs and act in bounds.
+    spec = env_specs.action
+    obs = _observations(env_specs, 8)
+    time_step = ts.restart(obs, batch_size=len(obs))
+    actions = {}
+    for name in learner_loop.POLICY_NAMES:
+        path = os.path.join(root_dir, learner_loop.POLICIES_DIR, name)
+        assert os.path.isfile(os.path.join(path, "saved_model.pb")), path
+        policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+            path, load_specs_from_pbtxt=True, batch_time_steps=False
+        )
+        assert policy.get_train_step() == NUM_ITERATIONS
+        action = np.asarray(policy.action(time_step).action)
+        assert action.shape == (len(obs),) + tuple(spec.shape)
+        assert np.all(np.isfinite(action))
+        assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum), action
+        actions[name] = action
+
+    # The exported greedy policy acts like the published weights' greedy policy.
+    numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, snapshot.policy_weights)
+    np.testing.assert_allclose(
+        numpy_policy.action(obs, greedy=True), actions["greedy_policy"], atol=1e-5
+    )
+
+
+def test_mirrored_strategy_over_two_logical_cpus_trains(
+    make_learner_config, make_learner, fill_replay, root_dir, env_specs, client
+):
+    strategy = agent_lib.make_strategy("mirrored")
+    assert strategy.num_replicas_in_sync == 2, "conftest should have split the CPU in two"
+
+    fill_replay(128)
+    loop = make_learner(make_learner_config(strategy="mirrored"))
+    before = [w.copy() for w in loop.policy_weights()]
+    result = loop.run()
+
+    assert result.stop_reason == "num_iterations reached"
+    assert loop.step == NUM_ITERATIONS
+    after = loop.policy_weights()
+    _check_trained(result, after, root_dir, env_specs, VariableContainer(client).pull())
+    assert any(not np.array_equal(a, b) for a, b in zip(before, after)), "weights never changed"
+
+    # Both replicas hold the same copy of every policy variable and of train_step.
+    replicas = loop._strategy.experimental_local_results  # pylint: disable=protected-access
+    assert [int(v) for v in replicas(loop.train_step)] == [NUM_ITERATIONS] * 2
+    for variable in agent_lib.policy_variables(loop.agent):
+        copies = [v.numpy() for v in replicas(variable)]
+        assert len(copies) == 2
+        np.testing.assert_array_equal(copies[0], copies[1])
+
+
+# --- default strategy, then NaN rewards ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def default_then_nan(new_server, new_learner, write_replay, tmp_path_factory, env_specs):
+    """Default strategy: trains to step 20 on good data (then a stop signal), then
+    resumes on NaN rewards. Records the state after each phase."""
+    server = new_server()
+    client = server.localhost_client()
+    root_dir = str(tmp_path_factory.mktemp("default_root"))
+    config = learner_config(root_dir, f"localhost:{server.port}", {"num_iterations": 40})
+    stop_at = {"step": NUM_ITERATIONS}
+    loop = None
+
+    def should_stop():
+        return loop is not None and stop_at["step"] is not None and loop.step >= stop_at["step"]
+
+    loop = new_learner(config, server, should_stop)
+    assert loop._strategy.num_replicas_in_sync == 1  # pylint: disable=protected-access
+    write_replay(client, 128)
+    good = {
+        "result": loop.run(),
+        "step": loop.step,
+        "weights": loop.policy_weights(),
+        "snapshot": VariableContainer(client).pull(),
+        # A copy of what the learner had written, before the NaN phase.
+        "root_dir": shutil.copytree(
+            root_dir, str(tmp_path_factory.mktemp("after_good")), dirs_exist_ok=True
+        ),
+    }
+
+    client.reset(replay.REPLAY_TABLE)
+    write_replay(client, 128, reward=float("nan"))
+    stop_at["step"] = None
+    error = None
+    try:
+        loop.run()
+    except Exception as e:  # inspected by the tests below
+        error = e
+    yield {
+        "good": good,
+        "error": error,
+        "root_dir": root_dir,
+        "snapshot": VariableContainer(client).pull(),
+    }
+    server.stop()
+
+
+def test_default_strategy_trains(default_then_nan, env_specs):
+    good = default_then_nan["good"]
+    assert good["result"].stop_reason == "stop signal"  # at step 20, of num_iterations=40
+    assert good["step"] == NUM_ITERATIONS
+    _check_trained(
+        good["result"], good["weights"], good["root_dir"], env_specs, good["snapshot"], done=False
+    )
+
+
+def test_nan_rewards_leave_only_the_last_good_checkpoint(default_then_nan, env_specs):
+    # Training on NaN rewards stops with our clear error instead of running on ...
+    error = default_then_nan["error"]
+    assert isinstance(error, learner_loop.NonFiniteLossError), repr(error)[:300]
+    # ... and leaves checkpoints, exported policies and the container's weights
+    # as they were at the last good step (all checked by _check_trained).
+    good = default_then_nan["good"]
+    _check_trained(
+        good["result"],
+        good["weights"],
+        default_then_nan["root_dir"],
+        env_specs,
+        default_then_nan["snapshot"],
+        done=False,
+    )
+
+
+def test_nan_rewards_raise_non_finite_loss_error_naming_the_step(default_then_nan):
+    error = default_then_nan["error"]
+    assert isinstance(error, learner_loop.NonFiniteLossError), repr(error)[:300]
+    # The NaN batches come right after step 20; the step reported is the one
+    # training stopped at, at most one call (steps_per_call=10) later.
+    steps = [int(m) for m in re.findall(r"train_step (\d+)", str(error))]
+    assert steps and NUM_ITERATIONS <= steps[0] <= NUM_ITERATIONS + 10, str(error)

@@ -1,0 +1,158 @@
+"""The variable container round trip and the NumPy actor policy that uses its weights."""
+
+import numpy as np
+import pytest
+import reverb
+from conftest import learner_config
+from tf_agents.policies import greedy_policy
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import agent as agent_lib
+from sac_distributed import replay
+from sac_distributed import specs as specs_lib
+from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.variables import VariableContainer
+
+
+def _observations(env_specs, n, scale, seed):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-scale, scale, (n,) + tuple(env_specs.observation.shape)).astype(np.float32)
+
+
+def _randomize(variables, scale, seed):
+    """Trained-looking weights: far from the near-zero initial projection layer."""
+    rng = np.random.default_rng(seed)
+    for v in variables:
+        v.assign(rng.normal(0.0, scale, v.shape).astype(v.dtype.as_numpy_dtype))
+
+
+def _numpy_policy(env_specs, weights=None, seed=None):
+    spec = env_specs.action
+    return NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, weights=weights, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def learner_on_server(new_server, new_learner, tmp_path_factory):
+    """A LearnerLoop (not trained) on its own server, weights randomized."""
+    server = new_server()
+    config = learner_config(str(tmp_path_factory.mktemp("vars_root")), f"localhost:{server.port}")
+    loop = new_learner(config, server)
+    _randomize(agent_lib.policy_variables(loop.agent), scale=0.5, seed=3)
+    yield loop, server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def agent(env_specs, hparams):
+    return agent_lib.make_agent(env_specs, hparams)
+
+
+def test_pull_returns_none_on_an_empty_table(client):
+    assert replay.table_info(client, replay.VARIABLE_TABLE).current_size == 0
+    assert VariableContainer(client).pull() is None
+
+
+def test_learner_weights_round_trip_through_a_second_client(learner_on_server, env_specs, hparams):
+    loop, server = learner_on_server
+    sent = loop.publish()
+    expected = loop.policy_weights()
+    assert sent == sum(w.nbytes for w in expected) > 0
+
+    # Another client (as an actor would have) reads exactly what the learner holds.
+    snapshot = VariableContainer(reverb.Client(f"localhost:{server.port}")).pull()
+    assert snapshot is not None
+    assert snapshot.train_step == loop.step == 0
+    assert snapshot.learner_done is False
+    signature = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    assert len(snapshot.policy_weights) == len(expected) == len(signature)
+    for pulled, mine, spec in zip(snapshot.policy_weights, expected, signature):
+        assert pulled.dtype == mine.dtype == spec.dtype.as_numpy_dtype
+        assert pulled.shape == mine.shape == tuple(spec.shape)
+        np.testing.assert_array_equal(pulled, mine)
+
+    # The pulled weights drive the NumPy policy exactly like the learner's TF policy.
+    policy = _numpy_policy(env_specs, snapshot.policy_weights)
+    assert policy.has_weights
+    obs = _observations(env_specs, 32, scale=2.0, seed=4)
+    tf_greedy = greedy_policy.GreedyPolicy(loop.agent.policy)
+    expected_actions = tf_greedy.action(ts.restart(obs, batch_size=len(obs))).action.numpy()
+    np.testing.assert_allclose(policy.action(obs, greedy=True), expected_actions, atol=1e-5)
+
+
+def test_push_replaces_the_single_item(client, env_specs, hparams):
+    shapes = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    container = VariableContainer(client)
+    try:
+        for step in (5, 7):
+            weights = [np.full(s.shape, step, np.float32) for s in shapes]
+            container.push(weights, train_step=step, learner_done=step == 7)
+    finally:
+        container.close()
+    assert replay.table_info(client, replay.VARIABLE_TABLE).current_size == 1
+    snapshot = VariableContainer(client).pull()
+    assert snapshot.train_step == 7
+    assert snapshot.learner_done is True
+    assert all(np.all(w == 7) for w in snapshot.policy_weights)
+
+
+@pytest.mark.parametrize("weight_scale", [0.1, 0.5, 3.0])
+def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_scale):
+    variables = agent_lib.policy_variables(agent)
+    _randomize(variables, scale=weight_scale, seed=11)
+    obs = _observations(env_specs, 64, scale=3.0, seed=12)
+    time_step = ts.restart(obs, batch_size=len(obs))
+
+    expected = greedy_policy.GreedyPolicy(agent.policy).action(time_step).action.numpy()
+    policy = _numpy_policy(env_specs, [v.numpy() for v in variables])
+    actual = policy.action(obs, greedy=True)
+
+    assert actual.shape == expected.shape == (64,) + tuple(env_specs.action.shape)
+    assert actual.dtype == np.float32
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+    # The comparison is not trivial: the actions differ between observations.
+    assert np.ptp(expected) > 0.01 * float(env_specs.action.maximum - env_specs.action.minimum)
+
+
+def test_numpy_distribution_equals_tf_collect_policy_distribution(agent, env_specs):
+    variables = agent_lib.policy_variables(agent)
+    _randomize(variables, scale=0.5, seed=21)
+    obs = _observations(env_specs, 16, scale=2.0, seed=22)
+    time_step = ts.restart(obs, batch_size=len(obs))
+
+    dist = agent.collect_policy.distribution(time_step).action.input_distribution
+    mean, std = _numpy_policy(env_specs, [v.numpy() for v in variables]).distribution_params(obs)
+    np.testing.assert_allclose(mean, dist.mean().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(std, dist.stddev().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("weight_scale", [0.5, 5.0])
+def test_stochastic_actions_stay_within_the_action_bounds(agent, env_specs, weight_scale):
+    variables = agent_lib.policy_variables(agent)
+    _randomize(variables, scale=weight_scale, seed=31)
+    weights = [v.numpy() for v in variables]
+    obs = _observations(env_specs, 500, scale=5.0, seed=32)
+    spec = env_specs.action
+
+    policy = _numpy_policy(env_specs, weights, seed=0)
+    actions = policy.action(obs)
+    assert actions.shape == (500,) + tuple(spec.shape) and actions.dtype == np.float32
+    assert np.all(actions >= spec.minimum) and np.all(actions <= spec.maximum)
+    # Sampling really is stochastic, and seeded.
+    assert not np.array_equal(actions, policy.action(obs))
+    np.testing.assert_array_equal(actions, _numpy_policy(env_specs, weights, seed=0).action(obs))
+
+    random_actions = policy.random_action(500)
+    assert np.all(random_actions >= spec.minimum) and np.all(random_actions <= spec.maximum)
+
+
+def test_numpy_policy_rejects_weights_of_another_shape(env_specs):
+    policy = _numpy_policy(env_specs)
+    assert not policy.has_weights
+    with pytest.raises(ValueError, match="pairs"):
+        policy.set_weights([np.zeros((3, 16), np.float32)])
+    two_dim_action = [np.zeros((3, 16), np.float32), np.zeros(16, np.float32)] * 1 + [
+        np.zeros((16, 4), np.float32),
+        np.zeros(4, np.float32),
+    ]
+    with pytest.raises(ValueError, match="action_dim"):
+        policy.set_weights(two_dim_action)
