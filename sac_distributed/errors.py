@@ -25,4 +25,14 @@ class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or inf; training stopped before saving anything bad."""
 
 
-USER_ERRORS = (ConfigError, ServerUnreachableError, SignatureMismatchError, NonFiniteLossError)
+class CheckpointError(RuntimeError):
+    """No checkpoint in the learner's directory can be read."""
+
+
+USER_ERRORS = (
+    ConfigError,
+    ServerUnreachableError,
+    SignatureMismatchError,
+    NonFiniteLossError,
+    CheckpointError,
+)

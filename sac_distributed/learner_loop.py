@@ -9,10 +9,11 @@ container, TensorBoard summaries, checkpoints and SavedModel exports.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import threading
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 import numpy as np
 import reverb
@@ -24,7 +25,7 @@ from sac_distributed import agent as agent_lib
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.errors import NonFiniteLossError
+from sac_distributed.errors import CheckpointError, NonFiniteLossError
 from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size
 from sac_distributed.runtime import Metrics, replace_dir
 from sac_distributed.variables import VariableContainer
@@ -85,6 +86,7 @@ class LearnerLoop:
             self._savers = self._make_savers()
         self._policy_variables = agent_lib.policy_variables(self.agent)
         checkpoint = tf.train.Checkpoint(agent=self.agent, train_step=self.train_step)
+        # TensorFlow ignores an unparsable index file; _restore then scans the directory.
         self._checkpoints = tf.train.CheckpointManager(
             checkpoint,
             os.path.join(config.root_dir, CHECKPOINT_DIR),
@@ -119,12 +121,33 @@ class LearnerLoop:
         }
 
     def _restore(self) -> None:
-        latest = self._checkpoints.latest_checkpoint
-        if latest:
-            self._checkpoints.checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Restored %s (train_step=%d).", latest, self.step)
-        else:
+        """Restores the newest readable checkpoint, falling back past damaged ones."""
+        candidates = _checkpoints_newest_first(self._checkpoints)
+        if not candidates:
             logging.info("No checkpoint in %s: starting from scratch.", self._checkpoints.directory)
+            return
+        failures = []
+        for path in candidates:
+            try:
+                self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
+            except Exception as error:  # any unreadable file; an older one restores in full
+                reason = str(error).splitlines()[0][:200]
+                failures.append(f"{path}: {type(error).__name__}: {reason}")
+                logging.warning(
+                    "Checkpoint %s is unreadable (%s); trying an older one.", path, reason
+                )
+                continue
+            if failures:
+                logging.warning(
+                    "Fell back to %s after %d unreadable checkpoint(s).", path, len(failures)
+                )
+            logging.info("Restored %s (train_step=%d).", path, self.step)
+            return
+        raise CheckpointError(
+            f"None of the checkpoints in {self._checkpoints.directory} could be read:\n  "
+            + "\n  ".join(failures)
+            + "\nMove the directory aside to start from scratch, or restore it from a backup."
+        )
 
     def _make_iterator(self):
         batch_size = self._hp.batch_size
@@ -388,11 +411,28 @@ class LearnerLoop:
         """Pushes the policy weights and train_step to the variable container."""
         return self._container.push(self.policy_weights(), self.step, learner_done=done)
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self) -> bool:
+        """Writes ckpt-<train_step>; on failure keeps the previous one as the latest.
+
+        TensorFlow records a checkpoint in the directory's index only after all
+        its files are written, so a failed write is never what a restart loads.
+        """
         if self._checkpoints.latest_checkpoint == self._checkpoint_path(self.step):
-            return
-        path = self._checkpoints.save(checkpoint_number=self.step)
+            return True
+        try:
+            path = self._checkpoints.save(checkpoint_number=self.step)
+        except (tf.errors.OpError, OSError) as error:
+            logging.error(
+                "Could not write the checkpoint at train_step %d (%s). Training goes on; the "
+                "latest good checkpoint is still %s. Check free space and permissions of %s.",
+                self.step,
+                str(error).splitlines()[0][:200],
+                self._checkpoints.latest_checkpoint,
+                self._checkpoints.directory,
+            )
+            return False
         logging.info("Saved checkpoint %s.", path)
+        return True
 
     def _checkpoint_path(self, step: int) -> str:
         return os.path.join(self._checkpoints.directory, f"ckpt-{step}")
@@ -431,3 +471,20 @@ class LearnerLoop:
             self._connection.recover(error)
             self._container = VariableContainer(self._connection.variables)
             self.publish(done=done)
+
+
+def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:
+    """The manager's checkpoints plus any complete ckpt-N on disk, newest first.
+
+    TensorFlow writes ckpt-N.index last, after the data files, so every
+    ckpt-N.index on disk belongs to a checkpoint that was written in full.
+    """
+    found = set(manager.checkpoints)
+    for index in glob.glob(os.path.join(manager.directory, "ckpt-*.index")):
+        found.add(index[: -len(".index")])
+
+    def step(path: str) -> int:
+        suffix = path.rsplit("-", 1)[-1]
+        return int(suffix) if suffix.isdigit() else -1
+
+    return sorted(found, key=step, reverse=True)
