@@ -27,6 +27,7 @@ from sac_distributed.variables import VariableContainer
 
 _RETURN_WINDOW = 10  # episodes averaged in actor/AverageReturn
 _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
+_DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
 
 
 @dataclasses.dataclass
@@ -94,7 +95,8 @@ class ActorLoop:
                 self._open_writers()
                 self.stats.reconnects += 1
             last_summary = self._maybe_summarize(last_summary)
-        self._close_writer(timeout_ms=5_000)
+        self._drain()
+        self._close_writer(timeout_ms=0)
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
@@ -104,6 +106,24 @@ class ActorLoop:
     def _open_writers(self) -> None:
         self._writer = TransitionWriter(self._connection.replay)
         self._container = VariableContainer(self._connection.variables)
+
+    def _drain(self) -> None:
+        """Waits until the server confirms every written transition, within limits.
+
+        While a learner samples, a ratio rate limiter admits the last inserts
+        gradually; waiting for them keeps the count of what landed exact. Once
+        the learner is done nothing more can land, so waiting stops there.
+        """
+        deadline = time.monotonic() + _DRAIN_TIMEOUT_S
+        while not self._writer.flush(timeout_ms=1_000):
+            if time.monotonic() > deadline:
+                return
+            try:
+                self._refresh_weights()
+            except TRANSIENT_ERRORS:
+                return  # the server is gone: what is pending is lost
+            if self._learner_done:
+                return
 
     def _close_writer(self, timeout_ms: int) -> None:
         """Closes the writer and books what it wrote (and dropped) into the stats."""
