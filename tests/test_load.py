@@ -73,6 +73,11 @@ def test_eight_actors_lose_nothing_and_every_binary_stops_cleanly_on_sigterm(tmp
         info = reverb.Client(address).server_info(timeout=10)[replay.REPLAY_TABLE]
         # Nothing lost between eight concurrent writers and the table.
         assert info.rate_limiter_info.insert_stats.completed == sum(written.values()), written
+        print(
+            f"[figure] {NUM_ACTORS} actors: {sum(written.values())} transitions reported, "
+            f"{info.rate_limiter_info.insert_stats.completed} inserted, "
+            f"{info.rate_limiter_info.sample_stats.completed} sampled under the ratio limiter"
+        )
         # The learner sampled under the ratio limiter while the actors wrote.
         assert info.rate_limiter_info.sample_stats.completed > 0
 

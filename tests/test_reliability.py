@@ -128,6 +128,7 @@ def test_server_killed_and_restarted_restores_replay_and_clients_reconnect(run):
     os.kill(run.procs["actor"].pid, signal.SIGCONT)
 
     assert 0 < restored <= size_before, (restored, size_before)
+    print(f"[figure] server SIGKILL: {restored} of {size_before} replay items restored")
     # The actor writes to the restarted server (by reconnecting, or through
     # Reverb's own stream retry when it never saw the outage).
     deadline = time.monotonic() + 120
@@ -176,6 +177,10 @@ def test_learner_and_actor_killed_and_restarted_resume(run):
     restored = int(match.group(2))
     assert restored >= saved_step
     assert restored >= logged_step - CHECKPOINT_INTERVAL  # at most one interval lost
+    print(
+        f"[figure] learner SIGKILL after train_step >= {logged_step}: resumed at {restored} "
+        f"(checkpoint_interval {CHECKPOINT_INTERVAL})"
+    )
 
     # An actor killed mid-episode rejoins; its half-finished episode is simply absent.
     wait_for_log(run.log("learner"), r"train_step \d+: loss", 120, start_at=mark)
