@@ -51,6 +51,7 @@ setup(
             "sac-learner=sac_distributed.bin.learner:run",
             "sac-evaluator=sac_distributed.bin.evaluator:run",
             "sac-launch=sac_distributed.bin.launch:run",
+            "sac-status=sac_distributed.bin.status:run",
         ]
     },
 )

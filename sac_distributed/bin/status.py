@@ -1,0 +1,62 @@
+"""sac-status: table sizes, insert/sample rates and learner progress of a running job.
+
+    sac-status --server=localhost:8008                      # refresh every 2 s until Ctrl-C
+    sac-status --server=localhost:8008 --once --root_dir=/tmp/sac
+
+Rates are measured between two reads --interval seconds apart, so --once waits
+that long before it prints. With --root_dir it also reports "actors seen": the
+number of distinct collect/actor_<task> TensorBoard directories under
+root_dir, i.e. actor task indices that ever ran there (not a live count;
+replicas sharing a --task share one directory).
+"""
+
+import sys
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed.bin import _common
+from sac_distributed.errors import ServerUnreachableError
+from sac_distributed.runtime import StopSignal
+from sac_distributed.status import StatusMonitor, format_status
+
+flags.DEFINE_string("server", None, "host:port of the Reverb server (sac-reverb-server).")
+flags.DEFINE_float("interval", 2.0, "Seconds between reads (and between refreshes).")
+flags.DEFINE_boolean("once", False, "Print one snapshot (two reads for the rates) and exit.")
+flags.mark_flag_as_required("server")
+FLAGS = flags.FLAGS
+FLAGS.set_default("connect_timeout", 10.0)
+
+_CLEAR_SCREEN = "\033[H\033[J"
+
+
+def _show(text: str) -> None:
+    refresh = sys.stdout.isatty() and not FLAGS.once
+    print((_CLEAR_SCREEN if refresh else "") + text + ("" if refresh else "\n"), flush=True)
+
+
+def main() -> int:
+    config_lib.validate_address("server", FLAGS.server)
+    if not FLAGS.interval > 0:
+        raise config_lib.ConfigError(f"--interval must be > 0, got {FLAGS.interval}.")
+    stop = StopSignal().install()
+    monitor = StatusMonitor(FLAGS.server, FLAGS.connect_timeout, FLAGS.root_dir, stop)
+    monitor.poll()  # the first read only sets the baseline for the rates
+    while not stop.wait(FLAGS.interval):
+        try:
+            _show(format_status(monitor.poll(), FLAGS.server))
+        except ServerUnreachableError as e:
+            if FLAGS.once:
+                raise
+            _show(f"Reverb server {FLAGS.server}: unreachable, retrying ({e})")
+        if FLAGS.once:
+            break
+    return 0
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

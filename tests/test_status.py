@@ -1,0 +1,181 @@
+"""sac-status: table sizes, rates and learner progress from a real Reverb server."""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import proc_utils
+import pytest
+import reverb
+from conftest import ENV_NAME, small_hparams
+
+from sac_distributed import replay
+from sac_distributed.config import ServerConfig
+from sac_distributed.errors import ServerUnreachableError
+from sac_distributed.status import (
+    StatusMonitor,
+    TableCounts,
+    actor_dirs,
+    compare,
+    format_status,
+)
+from sac_distributed.variables import VariableContainer
+
+CAPACITY = small_hparams().replay_capacity_items
+
+
+def _push_weights(client: reverb.Client, train_step: int, done: bool = False) -> None:
+    """Pushes zero weights of the server's own variable signature."""
+    signature = replay.table_info(client, replay.VARIABLE_TABLE).signature
+    weights = [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in signature["policy_variables"]]
+    container = VariableContainer(client)
+    try:
+        container.push(weights, train_step, learner_done=done)
+    finally:
+        container.close()
+
+
+def _make_actor_dirs(root: str, names) -> None:
+    for name in names:
+        path = os.path.join(root, "collect", name)
+        os.makedirs(path)
+        with open(os.path.join(path, "events.out.tfevents.0"), "w") as f:
+            f.write("x")
+
+
+def _status_cli(*flags, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.status", *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_poll_reports_sizes_rates_and_learner_progress(server_address, client, fill_replay):
+    fill_replay(64)
+    monitor = StatusMonitor(server_address, connect_timeout_s=5)
+    first = monitor.poll()
+    assert first.snapshot.replay.size == 64
+    assert first.snapshot.replay.inserts == 64
+    assert first.snapshot.train_step is None
+    assert first.inserts_per_s is None  # rates need a previous read
+
+    _push_weights(client, train_step=7)
+    fill_replay(32, seed=1)
+    second = monitor.poll()
+    s1, s2 = first.snapshot, second.snapshot
+    assert s2.replay.size == 96 and s2.replay.max_size == CAPACITY
+    assert (s2.train_step, s2.learner_done) == (7, False)
+    assert s2.variables.size == 1 and s2.variables.inserts == 1
+    elapsed = s2.read_at - s1.read_at
+    assert second.inserts_per_s == pytest.approx(32 / elapsed)
+    assert second.samples_per_s == pytest.approx(0.0)  # nothing sampled the replay
+    assert second.train_steps_per_s is None  # no train_step at the first read
+
+    _push_weights(client, train_step=27, done=True)
+    third = monitor.poll()
+    assert third.train_steps_per_s == pytest.approx(20 / (third.snapshot.read_at - s2.read_at))
+    text = format_status(third, server_address)
+    assert f"uniform_table: 96 / {CAPACITY} items" in text
+    assert "train_step 27 (done)" in text
+    assert "actors seen" not in text  # no root_dir given
+
+
+def test_rates_are_withheld_when_counters_restart(server_address, fill_replay):
+    fill_replay(64)
+    monitor = StatusMonitor(server_address, connect_timeout_s=5)
+    before = monitor.poll().snapshot
+    later = dataclasses.replace(before, read_at=before.read_at + 1.0)
+    assert compare(before, later).inserts_per_s == 0.0
+    restarted = dataclasses.replace(later, replay=TableCounts(0, CAPACITY, 0, 0))
+    assert compare(before, restarted).inserts_per_s is None
+
+
+def test_actors_seen_counts_distinct_actor_dirs(tmp_path):
+    root = str(tmp_path)
+    _make_actor_dirs(root, ["actor_0", "actor_3"])
+    os.makedirs(os.path.join(root, "collect", "not_an_actor"))
+    with open(os.path.join(root, "collect", "actor_9"), "w") as f:
+        f.write("a file, not a dir")
+    found = actor_dirs(root, now=time.time() + 100)
+    assert [a.name for a in found] == ["actor_0", "actor_3"]
+    assert all(99 <= a.seconds_since_write <= 200 for a in found)
+    assert actor_dirs(str(tmp_path / "missing")) == []
+
+
+def test_lost_server_raises_then_reconnects_on_the_same_port(env_specs, free_port, tmp_path):
+    port = free_port()
+    config = ServerConfig(ENV_NAME, small_hparams(), str(tmp_path), port=port)
+    server = reverb.Server(replay.make_tables(config, env_specs), port=port)
+    try:
+        monitor = StatusMonitor(f"localhost:{port}", connect_timeout_s=2)
+        monitor.poll()
+    finally:
+        server.stop()
+    with pytest.raises(ServerUnreachableError, match=f"localhost:{port}"):
+        monitor.poll()
+    server = reverb.Server(replay.make_tables(config, env_specs), port=port)
+    try:
+        status = monitor.poll()
+        assert status.snapshot.replay.size == 0
+        assert status.inserts_per_s is None  # a new server: no rates across the restart
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_binary_once_prints_one_snapshot(server_address, client, fill_replay, tmp_path):
+    fill_replay(64)
+    _push_weights(client, train_step=40)
+    root = str(tmp_path / "root")
+    _make_actor_dirs(root, ["actor_0", "actor_1"])
+    result = _status_cli(
+        f"--server={server_address}", "--once", "--interval=0.5", f"--root_dir={root}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert out.count("Reverb server") == 1
+    assert f"uniform_table: 64 / {CAPACITY} items, 64 inserted, 0 sampled" in out
+    assert "rates: inserts 0.0 items/s, samples 0.0 items/s" in out
+    assert "learner: train_step 40 (training), 0.0 steps/s" in out
+    assert "actors seen: 2" in out and "actor_1: last write" in out
+
+
+@pytest.mark.slow
+def test_binary_unreachable_server_exits_2(free_port):
+    address = f"localhost:{free_port()}"
+    start = time.monotonic()
+    result = _status_cli(f"--server={address}", "--once", "--connect_timeout=1")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"error: No Reverb server answered at {address}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.slow
+def test_binary_rejects_bad_address():
+    result = _status_cli("--server=nohostport", "--once")
+    assert result.returncode == 2
+    assert "is not a host:port address" in result.stderr
+
+
+@pytest.mark.slow
+def test_binary_refreshes_until_ctrl_c(server_address, fill_replay, tmp_path):
+    fill_replay(64)
+    log = str(tmp_path / "status.log")
+    proc = proc_utils.start("status", [f"--server={server_address}", "--interval=0.3"], log)
+    try:
+        proc_utils.wait_for_log(log, r"(?s)(uniform_table: 64 .*){2}", 60, {"sac-status": proc})
+        fill_replay(32, seed=1)
+        proc_utils.wait_for_log(log, r"uniform_table: 96 ", 30, {"sac-status": proc})
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc_utils.kill_all({"sac-status": proc})
+    assert "Traceback" not in proc_utils.read(log)
