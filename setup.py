@@ -42,7 +42,17 @@ setup(
         "numpy<2",
     ],
     extras_require={
-        "test": ["pytest", "pyyaml", "ruff"],
+        # sac-evaluate videos (pygame renders gym's classic-control envs), sac-plot.
+        "tools": ["imageio", "imageio-ffmpeg", "matplotlib", "pygame"],
+        "test": [
+            "pytest",
+            "pyyaml",
+            "ruff",
+            "imageio",
+            "imageio-ffmpeg",
+            "matplotlib",
+            "pygame",
+        ],
     },
     entry_points={
         "console_scripts": [
@@ -52,6 +62,7 @@ setup(
             "sac-evaluator=sac_distributed.bin.evaluator:run",
             "sac-launch=sac_distributed.bin.launch:run",
             "sac-status=sac_distributed.bin.status:run",
+            "sac-evaluate=sac_distributed.bin.evaluate:run",
         ]
     },
 )

@@ -1,0 +1,51 @@
+"""sac-evaluate: return statistics (and a video) of an exported policy.
+
+    sac-evaluate --policy_dir=/tmp/sac/policies/greedy_policy --env_name=Pendulum-v1 \
+        --num_episodes=10 --video=/tmp/sac/pendulum.mp4
+
+--policy_dir may be a SavedModel directory or a root_dir (its
+policies/greedy_policy is used). --env_name is required unless run_info.json
+({"env_name": "..."}) sits in the policy directory or one of its two parents.
+--video writes .mp4 (ffmpeg) or .gif. This is an offline tool; the
+training-time evaluator that follows the learner is sac-evaluator.
+"""
+
+from absl import flags
+
+from sac_distributed import inspect_policy
+from sac_distributed.bin import _common
+
+flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory, or a root_dir.")
+flags.DEFINE_integer("num_episodes", 10, "Episodes to run.")
+flags.DEFINE_string("video", None, "Record the episodes to this .mp4 or .gif file.")
+flags.DEFINE_float("fps", 30.0, "Frames per second of the video.")
+flags.DEFINE_integer("frame_every", 1, "Record every n-th environment step.")
+flags.mark_flag_as_required("policy_dir")
+FLAGS = flags.FLAGS
+FLAGS.set_default("env_name", None)  # from run_info.json when not given
+
+
+def main() -> None:
+    report = inspect_policy.evaluate(
+        policy_dir=FLAGS.policy_dir,
+        num_episodes=FLAGS.num_episodes,
+        env_name=FLAGS.env_name,
+        video_path=FLAGS.video,
+        seed=FLAGS.seed,
+        fps=FLAGS.fps,
+        frame_every=FLAGS.frame_every,
+    )
+    print(f"policy: {report.policy_dir} on {report.env_name}")
+    for i, (ret, length) in enumerate(zip(report.stats.returns, report.stats.lengths), 1):
+        print(f"episode {i}: return {ret:.2f}, length {length}")
+    print(report.stats.summary())
+    if report.video_path:
+        print(f"video: {report.video_path} ({report.video_frames} frames)")
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,160 @@
+"""sac-evaluate: statistics and videos of a policy exported by the real learner."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import imageio
+import imageio.v3 as iio
+import numpy as np
+import pytest
+from conftest import ENV_NAME, learner_config
+
+from sac_distributed import inspect_policy
+from sac_distributed import specs as specs_lib
+from sac_distributed.errors import ConfigError, EnvError
+from sac_distributed.evaluation import run_episodes
+from sac_distributed.policy import NumpyActorPolicy
+
+STATS_LINE = re.compile(
+    r"^(\d+) episodes: return mean (-?[\d.]+) std ([\d.]+) min (-?[\d.]+) max (-?[\d.]+); "
+    r"length mean ([\d.]+) min (\d+) max (\d+)$",
+    re.M,
+)
+PENDULUM_STEPS = 200  # Pendulum-v1's time limit
+PENDULUM_FRAME = (500, 500, 3)
+
+
+@pytest.fixture(scope="module")
+def exported(new_server, write_replay, new_learner, tmp_path_factory):
+    """(root_dir, policy weights): policies exported by LearnerLoop.export_policies."""
+    server = new_server()
+    try:
+        write_replay(server.localhost_client(), 64)
+        root = str(tmp_path_factory.mktemp("exported"))
+        loop = new_learner(learner_config(root, f"localhost:{server.port}"), server)
+        loop.export_policies()
+        weights = loop.policy_weights()
+    finally:
+        server.stop()
+    return root, weights
+
+
+def _evaluate_cli(*flags, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.evaluate", *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _stats(stdout: str) -> tuple:
+    match = STATS_LINE.search(stdout)
+    assert match, stdout
+    n, mean, std, low, high, len_mean, len_min, len_max = match.groups()
+    return int(n), float(mean), float(std), float(low), float(high), int(len_min), int(len_max)
+
+
+def test_greedy_saved_model_matches_numpy_policy_returns(exported):
+    root, weights = exported
+    report = inspect_policy.evaluate(root, num_episodes=2, env_name=ENV_NAME, seed=5)
+    assert report.policy_dir == os.path.join(root, "policies", "greedy_policy")
+    assert report.stats.lengths == (PENDULUM_STEPS, PENDULUM_STEPS)
+
+    env = specs_lib.load_env(ENV_NAME, seed=5)
+    spec = env.action_spec()
+    numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, weights=weights)
+    returns, _ = run_episodes(env, numpy_policy, 2, greedy=True)
+    env.close()
+    np.testing.assert_allclose(report.stats.returns, returns, rtol=1e-3)
+    again = inspect_policy.evaluate(root, num_episodes=2, env_name=ENV_NAME, seed=5)
+    assert again.stats == report.stats
+
+
+def test_summary_line_statistics():
+    stats = inspect_policy.EpisodeStats(returns=(-3.0, 1.0), lengths=(10, 30))
+    assert stats.summary() == (
+        "2 episodes: return mean -1.00 std 2.00 min -3.00 max 1.00; length mean 20.0 min 10 max 30"
+    )
+
+
+def test_env_name_from_run_info_json(exported, tmp_path):
+    root, _ = exported
+    copy = str(tmp_path / "copy")
+    shutil.copytree(os.path.join(root, "policies"), os.path.join(copy, "policies"))
+    with pytest.raises(ConfigError, match="--env_name is required"):
+        inspect_policy.evaluate(copy, num_episodes=1)
+    with open(os.path.join(copy, "run_info.json"), "w") as f:
+        json.dump({"env_name": ENV_NAME}, f)
+    policy_dir = os.path.join(copy, "policies", "collect_policy")
+    assert inspect_policy.find_env_name(policy_dir) == ENV_NAME
+    report = inspect_policy.evaluate(policy_dir, num_episodes=1, seed=1)
+    assert report.env_name == ENV_NAME and report.stats.lengths == (PENDULUM_STEPS,)
+
+
+def test_wrong_env_and_missing_policy_are_clear_errors(exported, tmp_path):
+    root, _ = exported
+    with pytest.raises(
+        EnvError, match=r"(?s)observation spec does not match.*policy: shape \(3,\)"
+    ):
+        inspect_policy.evaluate(root, num_episodes=1, env_name="InvertedPendulumBulletEnv-v0")
+    with pytest.raises(ConfigError, match="No exported policy"):
+        inspect_policy.evaluate(str(tmp_path), num_episodes=1, env_name=ENV_NAME)
+    with pytest.raises(ConfigError, match="must end in .mp4 or .gif"):
+        inspect_policy.evaluate(root, 1, ENV_NAME, video_path=str(tmp_path / "v.avi"))
+
+
+@pytest.mark.slow
+def test_binary_prints_stats_and_writes_gif(exported, tmp_path):
+    root, _ = exported
+    video = str(tmp_path / "v.gif")
+    policy_dir = os.path.join(root, "policies", "greedy_policy")
+    result = _evaluate_cli(
+        f"--policy_dir={policy_dir}",
+        f"--env_name={ENV_NAME}",
+        "--num_episodes=2",
+        f"--video={video}",
+        "--frame_every=5",
+        "--seed=3",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    n, mean, std, low, high, len_min, len_max = _stats(result.stdout)
+    assert (n, len_min, len_max) == (2, PENDULUM_STEPS, PENDULUM_STEPS)
+    assert low <= mean <= high and std >= 0 and high < 0  # Pendulum rewards are <= 0
+    frames_per_episode = PENDULUM_STEPS // 5 + 1
+    assert f"video: {video} ({2 * frames_per_episode} frames)" in result.stdout
+    frames = iio.imread(video, index=None)
+    assert frames.shape == (2 * frames_per_episode, *PENDULUM_FRAME)
+    assert len({f.tobytes() for f in frames[:frames_per_episode]}) > 1  # the pendulum moves
+
+
+@pytest.mark.slow
+def test_binary_writes_mp4(exported, tmp_path):
+    root, _ = exported
+    video = str(tmp_path / "v.mp4")
+    result = _evaluate_cli(
+        f"--policy_dir={root}", f"--env_name={ENV_NAME}", "--num_episodes=1", f"--video={video}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _stats(result.stdout)[0] == 1
+    with imageio.get_reader(video) as reader:
+        assert reader.count_frames() == PENDULUM_STEPS + 1
+        assert reader.get_meta_data()["fps"] == 30.0
+
+
+@pytest.mark.slow
+def test_binary_user_errors_exit_2(exported, tmp_path):
+    root, _ = exported
+    wrong_env = _evaluate_cli(
+        f"--policy_dir={root}", "--env_name=InvertedPendulumBulletEnv-v0", "--num_episodes=1"
+    )
+    assert wrong_env.returncode == 2
+    assert "error: The policy's observation spec does not match" in wrong_env.stderr
+    no_env = _evaluate_cli(f"--policy_dir={root}", "--num_episodes=1")
+    assert no_env.returncode == 2 and "error: --env_name is required" in no_env.stderr
+    assert "Traceback" not in wrong_env.stderr + no_env.stderr
