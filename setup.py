@@ -63,6 +63,7 @@ setup(
             "sac-launch=sac_distributed.bin.launch:run",
             "sac-status=sac_distributed.bin.status:run",
             "sac-evaluate=sac_distributed.bin.evaluate:run",
+            "sac-plot=sac_distributed.bin.plot:run",
         ]
     },
 )

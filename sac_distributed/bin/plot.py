@@ -1,0 +1,41 @@
+"""sac-plot: a learning-curve PNG from the evaluator's results.csv.
+
+    sac-plot --root_dir=/tmp/sac                         # -> /tmp/sac/eval/learning_curve.png
+    sac-plot --results=/tmp/sac/eval/results.csv --output=curve.png --x=env_steps
+
+Plots average return (and episode length) per evaluation against the train
+step or the environment steps collected so far.
+"""
+
+import os
+
+from absl import flags
+
+from sac_distributed import plotting
+from sac_distributed.bin import _common
+
+flags.DEFINE_string("results", None, "results.csv to plot (default: root_dir/eval/results.csv).")
+flags.DEFINE_string("output", None, "PNG to write (default: learning_curve.png beside results).")
+flags.DEFINE_enum("x", "train_step", list(plotting.X_AXES), "Quantity on the x axis.")
+flags.DEFINE_string("title", None, "Plot title.")
+FLAGS = flags.FLAGS
+
+
+def main() -> None:
+    results = FLAGS.results or plotting.results_path(_common.root_dir())
+    output = FLAGS.output or os.path.join(os.path.dirname(results), "learning_curve.png")
+    points = plotting.read_results(results)
+    plotting.plot_learning_curve(points, output, x=FLAGS.x, title=FLAGS.title)
+    last = points[-1]
+    print(
+        f"{output}: {len(points)} evaluations, last at train_step {last.train_step}: "
+        f"average return {last.average_return:.2f}"
+    )
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,104 @@
+"""Learning curves from the evaluator's results file (root_dir/eval/results.csv).
+
+Plots are drawn on a matplotlib `Figure` with the Agg canvas, never through
+pyplot, so they work without a display, in threads, and inside notebooks
+without touching the notebook's own matplotlib backend.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+from typing import List, Optional
+
+from sac_distributed.errors import ConfigError
+from sac_distributed.evaluation import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
+
+X_AXES = ("train_step", "env_steps")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalPoint:
+    """One row of results.csv."""
+
+    train_step: int
+    env_steps: int
+    average_return: float
+    average_episode_length: float
+    wall_time: float
+
+
+def results_path(root_dir: str) -> str:
+    """Where the evaluator of a run on `root_dir` writes its results."""
+    return os.path.join(root_dir, EVAL_DIR, RESULTS_FILE)
+
+
+def read_results(path: str) -> List[EvalPoint]:
+    """The rows of a results.csv, in file order.
+
+    Raises ConfigError when the file is missing, has another header, or holds
+    a malformed row (the message names the line).
+    """
+    if not os.path.isfile(path):
+        raise ConfigError(
+            f"No results file at {path!r}. The evaluator (sac-evaluator) writes "
+            f"root_dir/{EVAL_DIR}/{RESULTS_FILE} after its first evaluation."
+        )
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or tuple(rows[0]) != RESULTS_HEADER:
+        raise ConfigError(
+            f"{path} does not start with the header {','.join(RESULTS_HEADER)}; "
+            "it is not an evaluator results file."
+        )
+    points = []
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        try:
+            step, env_steps, ret, length, wall = row
+            points.append(
+                EvalPoint(int(step), int(env_steps), float(ret), float(length), float(wall))
+            )
+        except ValueError as e:
+            raise ConfigError(f"{path}, line {line}: malformed row {row!r} ({e}).") from e
+    return points
+
+
+def plot_learning_curve(
+    points: List[EvalPoint],
+    output_path: str,
+    x: str = "train_step",
+    title: Optional[str] = None,
+) -> str:
+    """Writes a PNG: average return (top) and episode length (bottom) against `x`.
+
+    `x` is "train_step" or "env_steps". Returns `output_path`.
+    """
+    if x not in X_AXES:
+        raise ConfigError(f"x must be one of {X_AXES}, got {x!r}.")
+    if not points:
+        raise ConfigError("No evaluation results to plot yet.")
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise ConfigError("Plotting needs matplotlib: pip install 'sac_distributed[tools]'.") from e
+
+    xs = [getattr(p, x) for p in points]
+    fig = Figure(figsize=(8, 6), dpi=100)
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    top.plot(xs, [p.average_return for p in points], marker="o", color="tab:blue")
+    top.set_ylabel("Average return")
+    top.grid(True, alpha=0.3)
+    top.set_title(title or f"Evaluation ({len(points)} points)")
+    bottom.plot(xs, [p.average_episode_length for p in points], marker=".", color="tab:gray")
+    bottom.set_ylabel("Episode length")
+    bottom.set_xlabel("Train step" if x == "train_step" else "Environment steps")
+    bottom.grid(True, alpha=0.3)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
+    fig.savefig(output_path, format="png")
+    return output_path

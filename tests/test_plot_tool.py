@@ -1,0 +1,94 @@
+"""sac-plot and plotting.py: a learning-curve PNG from an evaluator results.csv."""
+
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from sac_distributed import plotting
+from sac_distributed.errors import ConfigError
+from sac_distributed.evaluation import RESULTS_HEADER
+from sac_distributed.runtime import append_csv_row
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _write_results(root: str, n: int = 9) -> str:
+    """An evaluator-style results.csv (written with the evaluator's own helper)."""
+    path = plotting.results_path(root)
+    for i in range(n):
+        row = (i * 1000, i * 1200, f"{-1500.0 + 160 * i:.3f}", "200.0", f"{1.7e9 + 10 * i:.1f}")
+        append_csv_row(path, RESULTS_HEADER, row)
+    return path
+
+
+def _png_size(path: str) -> tuple:
+    """(width, height) from a PNG's IHDR chunk; fails unless the file is a PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_read_results_parses_the_evaluator_format(tmp_path):
+    path = _write_results(str(tmp_path), n=3)
+    points = plotting.read_results(path)
+    assert [p.train_step for p in points] == [0, 1000, 2000]
+    assert [p.env_steps for p in points] == [0, 1200, 2400]
+    assert points[2].average_return == pytest.approx(-1180.0)
+    assert points[0].average_episode_length == 200.0
+
+
+@pytest.mark.parametrize("x", plotting.X_AXES)
+def test_plot_writes_a_readable_png(tmp_path, x):
+    points = plotting.read_results(_write_results(str(tmp_path)))
+    out = plotting.plot_learning_curve(points, str(tmp_path / "plots" / "curve.png"), x=x)
+    assert _png_size(out) == (800, 600)
+    assert os.path.getsize(out) > 10_000  # axes, labels and two curves, not a blank canvas
+
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(out)
+    assert pixels.shape[:2] == (600, 800)
+    assert len({tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::97]}) > 5
+
+
+def test_bad_results_files_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="No results file"):
+        plotting.read_results(str(tmp_path / "missing.csv"))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(ConfigError, match="does not start with the header"):
+        plotting.read_results(str(other))
+    broken = tmp_path / "broken.csv"
+    broken.write_text(",".join(RESULTS_HEADER) + "\n10,20,not-a-number,200.0,1.0\n")
+    with pytest.raises(ConfigError, match="line 2"):
+        plotting.read_results(str(broken))
+    with pytest.raises(ConfigError, match="No evaluation results"):
+        plotting.plot_learning_curve([], str(tmp_path / "empty.png"))
+
+
+@pytest.mark.slow
+def test_binary_plots_root_dir_results(tmp_path):
+    root = str(tmp_path)
+    _write_results(root)
+    result = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={root}", "--x=env_steps"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = os.path.join(root, "eval", "learning_curve.png")
+    assert f"{out}: 9 evaluations, last at train_step 8000: average return -220.00" in result.stdout
+    assert _png_size(out) == (800, 600)
+    missing = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={tmp_path / 'none'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and "error: No results file" in missing.stderr
