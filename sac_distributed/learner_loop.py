@@ -96,8 +96,8 @@ class LearnerLoop:
         self._restore()
         self._specs = specs
         self._iterator = None
-        self._train_fn = tf.function(self._train_steps)
-        self._diagnostics_fn = tf.function(self._diagnostics)
+        self._train_fn = _function(self._train_steps)
+        self._diagnostics_fn = _function(self._diagnostics)
         self._last_saved_policy_step = -1
         self._traced: set = set()  # functions that completed a call (tracing is slow)
         self._last_loss = float("nan")
@@ -165,21 +165,27 @@ class LearnerLoop:
     # --- the update --------------------------------------------------------------
 
     def _train_steps(self, iterator, num_steps: tf.Tensor):
-        """Runs `num_steps` SAC updates; returns the last step's losses."""
+        """Runs `num_steps` SAC updates; returns the last step's losses.
+
+        Traced without autograph (see `_function`), so the loop is an explicit
+        tf.while_loop and the update is SacAgent's `_train`: its public `train`
+        wraps it in an autograph-converted function of its own.
+        """
+
+        def replica_step(experience):
+            info = self.agent._train(experience, weights=None)  # noqa: SLF001
+            extra = info.extra
+            return info.loss, extra.critic_loss, extra.actor_loss, extra.alpha_loss
+
+        def body(i, _losses):
+            per_replica = self._strategy.run(replica_step, args=(next(iterator),))
+            total = tf.distribute.ReduceOp.SUM
+            losses = tuple(self._strategy.reduce(total, x, axis=None) for x in per_replica)
+            return i + 1, losses
+
         zero = tf.constant(0.0)
-        losses = (zero, zero, zero, zero)
-        for _ in tf.range(num_steps):
-            experience = next(iterator)
-            info = self._strategy.run(self.agent.train, args=(experience,))
-            losses = tuple(
-                self._strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None)
-                for x in (
-                    info.loss,
-                    info.extra.critic_loss,
-                    info.extra.actor_loss,
-                    info.extra.alpha_loss,
-                )
-            )
+        start = (tf.constant(0, num_steps.dtype), (zero, zero, zero, zero))
+        _, losses = tf.while_loop(lambda i, _: i < num_steps, body, start)
         return losses
 
     def _diagnostics(self, iterator):
@@ -299,8 +305,8 @@ class LearnerLoop:
         self._connection.recover(error)
         self._container = VariableContainer(self._connection.variables)
         # The abandoned call may still hold the old functions: trace new ones.
-        self._train_fn = tf.function(self._train_steps)
-        self._diagnostics_fn = tf.function(self._diagnostics)
+        self._train_fn = _function(self._train_steps)
+        self._diagnostics_fn = _function(self._diagnostics)
         self._iterator = self._make_iterator_when_ready()
         self.publish()
         logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
@@ -471,6 +477,14 @@ class LearnerLoop:
             self._connection.recover(error)
             self._container = VariableContainer(self._connection.variables)
             self.publish(done=done)
+
+
+def _function(fn: Callable) -> Callable:
+    """tf.function without autograph: SacAgent's update has only static Python
+    control flow, and converting it made tracing ~7x slower (about 19 s instead
+    of under 3 s for Pendulum-v1 on 2 cores), which every start and every
+    reconnect pays."""
+    return tf.function(fn, autograph=False)
 
 
 def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:
