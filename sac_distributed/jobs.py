@@ -6,6 +6,7 @@ call in-process; each returns when its loop ends and cleans up after itself.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, List
 
@@ -19,10 +20,11 @@ from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, 
 from sac_distributed.connection import Connection
 from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
 from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
-from sac_distributed.runtime import Metrics
+from sac_distributed.runtime import Metrics, write_json
 from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
 
 COLLECT_DIR = "collect"
+RUN_INFO_FILE = "run_info.json"  # read by sac-evaluate to find the env name
 StopFn = Callable[[], bool]
 
 
@@ -94,6 +96,9 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )
+    # What a later reader (sac-evaluate, the notebook) needs to rebuild the setting.
+    run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
+    write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
     metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
     try:
         return LearnerLoop(config, specs, strategy, connection, metrics, should_stop).run()

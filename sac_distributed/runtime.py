@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -81,6 +82,15 @@ def replace_dir(src: str, dst: str) -> None:
     os.rename(src, dst)
     if os.path.exists(old):
         shutil.rmtree(old)
+
+
+def write_json(path: str, data: dict) -> None:
+    """Writes `data` as JSON through a temporary file, so readers never see half of it."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def append_csv_row(path: str, header: tuple, row: tuple) -> None:

@@ -127,6 +127,16 @@ def test_policies_load_and_act_in_bounds(finished_run):
         assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
 
 
+def test_run_info_names_the_environment(finished_run):
+    import json
+
+    root, _, _ = finished_run
+    with open(os.path.join(root, "run_info.json")) as f:
+        info = json.load(f)
+    assert info["env_name"] == "Pendulum-v1"
+    assert info["hparams"]["num_iterations"] == NUM_ITERATIONS
+
+
 def test_results_file_has_rows(finished_run):
     root, _, _ = finished_run
     with open(os.path.join(root, "eval", "results.csv")) as f:
