@@ -44,6 +44,13 @@ class Hyperparams:
     # Reverb's SampleToInsertRatio (batch_size = one update per env step).
     # None or 0: MinSize, i.e. actors run free.
     samples_per_insert: Optional[float] = None
+    # Consecutive transitions per replay item (one flat float32 row each). The
+    # server's per-item overhead (~1.4 KB) is paid once per item, so K=8 cuts
+    # memory per transition ~4x and sampling cost per transition; but the K
+    # rows of a sampled item are consecutive steps, i.e. correlated, unless an
+    # actor steps num_envs > 1 envs (their rows interleave). Must divide
+    # batch_size; capacity and warm-up sizes stay in transitions.
+    transitions_per_item: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -58,6 +65,7 @@ class Hyperparams:
             "num_iterations",
             "eval_interval",
             "num_eval_episodes",
+            "transitions_per_item",
         ):
             _require_positive_int(name, getattr(self, name))
         _require(
@@ -97,10 +105,34 @@ class Hyperparams:
             "wait forever for a table that can never fill. Lower one or raise the other.",
         )
 
+        k = self.transitions_per_item
+        _require(
+            self.batch_size % k == 0,
+            f"batch_size ({self.batch_size}) must be a multiple of transitions_per_item "
+            f"({k}): the learner samples batch_size / transitions_per_item items per step.",
+        )
+        _require(
+            self.min_replay_items <= self.replay_capacity_items,
+            f"replay_buffer_capacity ({self.replay_buffer_capacity}) holds "
+            f"{self.replay_capacity_items} items of {k} transitions, fewer than the "
+            f"{self.min_replay_items} items the learner waits for (initial_collect_steps / "
+            "transitions_per_item); raise the capacity or lower transitions_per_item.",
+        )
+
     @property
     def min_replay_size(self) -> int:
-        """Items the replay table must hold before the learner may sample."""
+        """Transitions the replay table must hold before the learner may sample."""
         return max(self.initial_collect_steps, self.batch_size, 1)
+
+    @property
+    def min_replay_items(self) -> int:
+        """`min_replay_size` in replay items (rounded up)."""
+        return -(-self.min_replay_size // self.transitions_per_item)
+
+    @property
+    def replay_capacity_items(self) -> int:
+        """The replay table's max_size: whole items of transitions_per_item transitions."""
+        return self.replay_buffer_capacity // self.transitions_per_item
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,6 +364,8 @@ def _require(condition: bool, message: str) -> None:
 
 # --- presets (after the validators they use) ---------------------------------
 
+# Small tables (and Pendulum's samples_per_insert) keep K=1: memory is no issue
+# there, and independent samples matter more than sampling cost.
 _TUTORIAL = Hyperparams(
     initial_collect_steps=10_000,
     replay_buffer_capacity=10_000,
@@ -340,7 +374,10 @@ _TUTORIAL = Hyperparams(
     num_eval_episodes=20,
     policy_save_interval=5_000,
 )
-_LOCOMOTION = Hyperparams(replay_buffer_capacity=1_000_000, num_iterations=1_000_000)
+# K=8: a million transitions fit in ~0.4 GB of server memory instead of ~4 GB.
+_LOCOMOTION = Hyperparams(
+    replay_buffer_capacity=1_000_000, num_iterations=1_000_000, transitions_per_item=8
+)
 _SMALL_CONTROL = Hyperparams(
     initial_collect_steps=1_000,
     replay_buffer_capacity=100_000,
@@ -377,3 +414,23 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
         return dataclasses.replace(base, **given)
     except TypeError as e:  # e.g. a string where a number belongs
         raise ConfigError(f"Invalid hyperparameter value: {e}") from e
+
+
+def _register_transitions_per_item_flag() -> None:
+    """Defines --transitions_per_item for the binaries (see the note below).
+
+    bin/_common.py builds Hyperparams from one absl flag per field, so every
+    field needs a flag before the binaries parse argv. TODO: move this
+    definition to bin/_common.py next to the other hyperparameter flags.
+    """
+    from absl import flags
+
+    if "transitions_per_item" not in flags.FLAGS:
+        flags.DEFINE_integer(
+            "transitions_per_item",
+            None,
+            "Consecutive transitions per replay item (memory vs sample correlation).",
+        )
+
+
+_register_transitions_per_item_flag()
