@@ -16,17 +16,19 @@ from typing import Callable, Deque, List, Optional
 import numpy as np
 from absl import logging
 from tf_agents.environments import py_environment
+from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
-from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, table_info
+from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, stored_transitions, table_info
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
 
 _RETURN_WINDOW = 10  # episodes averaged in actor/AverageReturn
 _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
+_SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary
 _DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
 
 
@@ -66,6 +68,7 @@ class ActorLoop:
         self._policy = NumpyActorPolicy(
             action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.task_seed
         )
+        self._layout = specs_lib.row_layout(specs_lib.env_specs(envs[0]))
         self._policy_train_step: Optional[int] = None
         self._learner_done = False
         self._warm = False
@@ -75,28 +78,30 @@ class ActorLoop:
 
     def run(self) -> ActorStats:
         """Runs until the learner is done, max_env_steps, or a stop signal."""
-        time_steps = [env.reset() for env in self._envs]
+        observations = self._stack([env.reset().observation for env in self._envs])
         episode_return = np.zeros(len(self._envs))
         episode_length = np.zeros(len(self._envs), dtype=np.int64)
         step = 0
         last_summary = (time.monotonic(), 0)
+        update_interval = self._config.variable_update_interval
         while not self._stop_reason():
             try:
-                if step % self._config.variable_update_interval == 0:
+                if step % update_interval == 0:
                     self._refresh_weights()
                 if not self._warm and step % _WARMUP_CHECK_EVERY == 0:
                     self._check_warm()
-                time_steps = self._step(time_steps, episode_return, episode_length)
+                observations = self._step(observations, episode_return, episode_length)
                 step += 1
-                self._wait_for_replay_capacity()
+                if not self._writer.throttle():
+                    self._wait_for_replay_capacity()
             except TRANSIENT_ERRORS as error:
                 self._close_writer(timeout_ms=0)  # the server is gone: pending items are lost
                 self._connection.recover(error)
                 self._open_writers()
                 self.stats.reconnects += 1
-            last_summary = self._maybe_summarize(last_summary)
-        self._drain()
-        self._close_writer(timeout_ms=0)
+            if step % _SUMMARY_CHECK_EVERY == 0:
+                last_summary = self._maybe_summarize(last_summary)
+        self._close_writer(timeout_ms=5_000)
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
@@ -104,7 +109,10 @@ class ActorLoop:
         return self.stats
 
     def _open_writers(self) -> None:
-        self._writer = TransitionWriter(self._connection.replay)
+        # Checks that the server's table stores the same transitions_per_item.
+        self._writer = TransitionWriter(
+            self._connection.replay, self._config.hparams.transitions_per_item
+        )
         self._container = VariableContainer(self._connection.variables)
 
     def _drain(self) -> None:
@@ -133,10 +141,11 @@ class ActorLoop:
         self._container.close()
 
     def _wait_for_replay_capacity(self) -> None:
-        """Waits while the rate limiter holds inserts back, watching for stops."""
-        while not self._writer.throttle():
+        """After a throttle() timeout: waits while the rate limiter holds inserts back,
+        pulling weights and watching for stops in between."""
+        while True:
             self._refresh_weights()
-            if self._stop_reason():
+            if self._stop_reason() or self._writer.throttle():
                 return
 
     def _stop_reason(self) -> str:
@@ -148,50 +157,62 @@ class ActorLoop:
             self.stats.stop_reason = "max_env_steps reached"
         return self.stats.stop_reason
 
-    def _step(self, time_steps, episode_return, episode_length):
-        observations = np.stack([t.observation for t in time_steps])
+    @staticmethod
+    def _stack(observations: List[np.ndarray]) -> np.ndarray:
+        """Observations [num_envs, obs...] for one batched policy call."""
+        if len(observations) == 1:
+            return np.array(observations[0])[np.newaxis]  # a copy, like np.stack
+        return np.stack(observations)
+
+    def _step(self, observations: np.ndarray, episode_return, episode_length) -> np.ndarray:
+        """Steps every env once and writes its transition; returns the next observations."""
         if self._warm and self._policy.has_weights:
             actions = self._policy.action(observations)
         else:
-            actions = self._policy.random_action(len(time_steps))
-        next_steps = []
-        for i, env in enumerate(self._envs):
-            nxt = env.step(actions[i])
-            self.stats.env_steps += 1
-            finite = self._is_finite(nxt)
-            if finite:
-                self._writer.write(
-                    {
-                        specs_lib.OBSERVATION: observations[i],
-                        specs_lib.ACTION: actions[i],
-                        specs_lib.REWARD: np.float32(nxt.reward),
-                        specs_lib.DISCOUNT: np.float32(nxt.discount),
-                        specs_lib.NEXT_OBSERVATION: nxt.observation,
-                    }
-                )
-                episode_return[i] += nxt.reward
-            episode_length[i] += 1
-            if nxt.is_last() or not finite:
-                self._end_episode(i, episode_return, episode_length)
-                nxt = env.reset()
-            next_steps.append(nxt)
-        return next_steps
-
-    def _is_finite(self, time_step) -> bool:
-        ok = bool(np.all(np.isfinite(time_step.observation))) and bool(
-            np.isfinite(time_step.reward)
+            actions = self._policy.random_action(len(observations))
+        steps = [env.step(actions[i]) for i, env in enumerate(self._envs)]
+        self.stats.env_steps += len(steps)
+        rewards = np.array([t.reward for t in steps], np.float32)
+        next_observations = self._stack([t.observation for t in steps])
+        rows = self._layout.pack(
+            observations,
+            actions,
+            rewards,
+            np.array([t.discount for t in steps], np.float32),
+            next_observations,
         )
-        if not ok:
+        # One reduction per row: a sum is finite iff every element is (barring
+        # float32 overflow of values near 1e38, which are as broken as inf).
+        finite = np.isfinite(rows.sum(axis=1))
+        episode_return += rewards
+        episode_length += 1
+        if finite.all():
+            self._writer.write_rows(rows)
+            ended = [i for i, t in enumerate(steps) if t.step_type == StepType.LAST]
+        else:
+            self._writer.write_rows(rows, finite)
+            self._count_non_finite(steps, finite)
+            ended = [
+                i for i, t in enumerate(steps) if t.step_type == StepType.LAST or not finite[i]
+            ]
+        for i in ended:
+            if not finite[i]:
+                episode_return[i] -= rewards[i]
+            self._end_episode(i, episode_return, episode_length)
+            next_observations[i] = self._envs[i].reset().observation
+        return next_observations
+
+    def _count_non_finite(self, steps, finite: np.ndarray) -> None:
+        for i in np.flatnonzero(~finite):
             if self.stats.dropped_non_finite == 0:
                 logging.warning(
                     "Actor %d: the environment returned a non-finite observation or reward "
                     "(reward=%s); dropping such steps and resetting that env. Counted in "
                     "actor/dropped_non_finite_steps.",
                     self._config.task,
-                    time_step.reward,
+                    steps[i].reward,
                 )
             self.stats.dropped_non_finite += 1
-        return ok
 
     def _end_episode(self, i: int, episode_return, episode_length) -> None:
         self._returns.append(float(episode_return[i]))
@@ -208,7 +229,7 @@ class ActorLoop:
         )
 
     def _check_warm(self) -> None:
-        size = table_info(self._connection.replay, REPLAY_TABLE).current_size
+        size = stored_transitions(table_info(self._connection.replay, REPLAY_TABLE))
         if size >= self._config.hparams.initial_collect_steps:
             logging.info(
                 "Actor %d: replay holds %d transitions; switching from random to the "

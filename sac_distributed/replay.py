@@ -1,20 +1,27 @@
 """Reverb wiring: tables, rate limiters, connecting, writing and sampling.
 
-The replay table holds one item per transition (s, a, r, discount, s'), so an
-item is complete the moment it is written: a killed actor can never leave a
-half-written trajectory behind, batched actors need no per-env streams, and the
-learner reads flat tensors with no time dimension to slice.
+Each transition (s, a, r, discount, s') is one flat float32 row (see
+`specs.RowLayout`), and each replay item holds K = `transitions_per_item`
+consecutive rows in a single column. One column and K rows per item keep the
+server's per-item and per-column overhead small (about 0.4 KB instead of 4 KB
+per HalfCheetah transition at K=8) and make writing and sampling cheap. An item
+is complete the moment it is written, so a killed actor never leaves a
+half-written trajectory behind, and batched actors need no per-env streams:
+their rows simply interleave. The learner samples batch_size / K items and
+reshapes them to batch_size rows.
+
+Table sizes are counted in items; the hyperparameters count transitions and
+are converted here (capacity / K, min_replay_size / K).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import reverb
 import tensorflow as tf
-import tree
 from absl import logging
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
@@ -26,20 +33,30 @@ from sac_distributed.errors import ServerUnreachableError, SignatureMismatchErro
 REPLAY_TABLE = "uniform_table"
 VARIABLE_TABLE = "variables"
 
-# Transitions per Reverb chunk: larger chunks compress better and cost fewer
-# round trips; items still reference a single transition each.
-DEFAULT_CHUNK_LENGTH = 16
+# Items a writer may have unconfirmed before throttle() waits for the server.
+MAX_ITEMS_IN_FLIGHT = 16
+# Interleaved TrajectoryDatasets per learner input pipeline (one stream each):
+# two roughly triple the sampling rate of one on 2 cores (benchmarks/README.md).
+DEFAULT_PARALLEL_DATASETS = 2
 
 
 def make_rate_limiter(config: ServerConfig) -> reverb.rate_limiters.RateLimiter:
-    """MinSize by default; SampleToInsertRatio when samples_per_insert is set."""
-    min_size = config.hparams.min_replay_size
-    if config.hparams.samples_per_insert is None:
+    """MinSize by default; SampleToInsertRatio when samples_per_insert is set.
+
+    Counts are in items of K transitions. samples_per_insert is the same in
+    items as in transitions (a sample and an insert both move K transitions);
+    the error buffer, given in transitions, is divided by K but never below
+    Reverb's floor of max(1, samples_per_insert).
+    """
+    hp = config.hparams
+    min_size = hp.min_replay_items
+    if hp.samples_per_insert is None:
         return reverb.rate_limiters.MinSize(min_size)
+    floor = max(1.0, hp.samples_per_insert)
     return reverb.rate_limiters.SampleToInsertRatio(
-        samples_per_insert=config.hparams.samples_per_insert,
+        samples_per_insert=hp.samples_per_insert,
         min_size_to_sample=min_size,
-        error_buffer=config.error_buffer,
+        error_buffer=max(floor, config.error_buffer / hp.transitions_per_item),
     )
 
 
@@ -49,9 +66,9 @@ def make_tables(config: ServerConfig, env_specs) -> list:
         name=REPLAY_TABLE,
         sampler=reverb.selectors.Uniform(),
         remover=reverb.selectors.Fifo(),
-        max_size=config.hparams.replay_buffer_capacity,
+        max_size=config.hparams.replay_capacity_items,
         rate_limiter=make_rate_limiter(config),
-        signature=specs_lib.transition_signature(env_specs),
+        signature=specs_lib.transition_signature(env_specs, config.hparams.transitions_per_item),
     )
     variables = reverb.Table(
         name=VARIABLE_TABLE,
@@ -131,6 +148,16 @@ def table_info(client: reverb.Client, table: str, timeout_s: int = 5):
     return client.server_info(timeout=timeout_s)[table]
 
 
+def table_transitions_per_item(client: reverb.Client, timeout_s: int = 5) -> int:
+    """K of the server's replay table, read from its signature."""
+    return specs_lib.transitions_per_item_of(table_info(client, REPLAY_TABLE, timeout_s).signature)
+
+
+def stored_transitions(info) -> int:
+    """Transitions held by a table, from its TableInfo (items x K)."""
+    return int(info.current_size) * specs_lib.transitions_per_item_of(info.signature)
+
+
 def wait_for_table_size(
     client: reverb.Client,
     table: str,
@@ -138,68 +165,112 @@ def wait_for_table_size(
     should_stop: Callable[[], bool],
     log_every_s: float = 10.0,
 ) -> bool:
-    """Polls until `table` holds `min_size` items; False if stopped first."""
+    """Polls until `table` holds `min_size` transitions; False if stopped first.
+
+    Transitions are items x K for the replay table (K from its signature) and
+    items for any other table.
+    """
     last_log = 0.0
     while not should_stop():
-        size = table_info(client, table).current_size
+        size = stored_transitions(table_info(client, table))
         if size >= min_size:
             return True
         if time.monotonic() - last_log > log_every_s:
-            logging.info("Waiting for %s to hold %d items (now %d).", table, min_size, size)
+            logging.info("Waiting for %s to hold %d transitions (now %d).", table, min_size, size)
             last_log = time.monotonic()
         time.sleep(0.2)
     return False
 
 
 class TransitionWriter:
-    """Writes transitions to the replay table, one item per transition."""
+    """Writes transitions to the replay table, K consecutive rows per item.
 
-    def __init__(self, client: reverb.Client, chunk_length: int = DEFAULT_CHUNK_LENGTH):
-        self._writer = client.trajectory_writer(num_keep_alive_refs=chunk_length)
-        self._chunk_length = chunk_length
-        self._items_written = 0
-        self._unconfirmed = 0
+    Rows (see `specs.RowLayout`) are appended to one column; every K-th row
+    creates an item that references the last K rows. Each chunk holds exactly
+    one item's rows, so sampling an item transfers nothing else. Counts
+    (`items_written`, what `close()` returns) are in transitions.
+    """
+
+    def __init__(
+        self,
+        client: reverb.Client,
+        transitions_per_item: Optional[int] = None,
+        max_items_in_flight: int = MAX_ITEMS_IN_FLIGHT,
+    ):
+        """`transitions_per_item`: K; None reads it from the server's table.
+
+        Raises SignatureMismatchError when a given K differs from the table's.
+        """
+        table_k = table_transitions_per_item(client)
+        if transitions_per_item is not None and transitions_per_item != table_k:
+            raise SignatureMismatchError(
+                f"This actor writes {transitions_per_item} transitions per replay item but "
+                f"the server's table holds {table_k}; start every job with the same "
+                "--transitions_per_item."
+            )
+        self._k = table_k
+        self._writer = client.trajectory_writer(num_keep_alive_refs=self._k)
+        self._writer.configure((), num_keep_alive_refs=self._k, max_chunk_length=self._k)
+        self._column = None  # the writer's column history, cached after the first append
+        self._max_in_flight = max_items_in_flight
+        self._rows_in_item = 0  # rows appended since the last item
+        self._transitions_written = 0  # in created items; minus the dropped at close
+        self._unconfirmed = 0  # items created since the last completed flush
         self._closed = False
 
     @property
+    def transitions_per_item(self) -> int:
+        return self._k
+
+    @property
     def items_written(self) -> int:
-        return self._items_written
+        """Transitions in items written (after close(): confirmed by the server)."""
+        return self._transitions_written
+
+    transitions_written = items_written
+
+    def write_row(self, row: np.ndarray) -> None:
+        """Appends one flat float32 row; every K-th row completes an item."""
+        self._writer.append(row)
+        self._rows_in_item += 1
+        if self._rows_in_item == self._k:
+            if self._column is None:
+                self._column = self._writer.history
+            self._writer.create_item(REPLAY_TABLE, 1.0, self._column[-self._k :])
+            self._rows_in_item = 0
+            self._transitions_written += self._k
+            self._unconfirmed += 1
+
+    def write_rows(self, rows: np.ndarray, mask: Optional[np.ndarray] = None) -> None:
+        """Writes rows[i] of a [N, width] array for each i where mask[i]."""
+        for i in range(len(rows)):
+            if mask is None or mask[i]:
+                self.write_row(rows[i])
 
     def write(self, transition: Mapping[str, np.ndarray]) -> None:
-        """Appends one transition and creates the item that references it."""
-        self._writer.append(transition)
-        history = self._writer.history
-        item = {field: history[field][-1] for field in specs_lib.TRANSITION_FIELDS}
-        self._writer.create_item(REPLAY_TABLE, 1.0, item)
-        self._items_written += 1
-        self._unconfirmed += 1
+        """Writes one transition given as a dict of its fields."""
+        self.write_row(specs_lib.pack_transition(transition))
 
     def throttle(self, timeout_ms: int = 1000) -> bool:
         """Bounds the items in flight; False if the server did not take them in time.
 
-        Called after every write. Once a chunk's worth of items is unconfirmed
-        it waits until at most two chunks are pending. A rate limiter that
-        blocks inserts (SampleToInsertRatio) makes this return False after
-        `timeout_ms`, so the caller can check for stop conditions and retry.
+        Called after every write. Once `max_items_in_flight` items are
+        unconfirmed it waits until at most twice that many are pending. A rate
+        limiter that blocks inserts (SampleToInsertRatio) makes this return
+        False after `timeout_ms`, so the caller can check for stop conditions
+        and retry.
         """
-        if self._unconfirmed < self._chunk_length:
+        if self._unconfirmed < self._max_in_flight:
             return True
         try:
-            self._writer.flush(block_until_num_items=2 * self._chunk_length, timeout_ms=timeout_ms)
+            self._writer.flush(block_until_num_items=2 * self._max_in_flight, timeout_ms=timeout_ms)
         except reverb.errors.DeadlineExceededError:
             return False
         self._unconfirmed = 0
         return True
 
-    def write_batch(self, batch: Mapping[str, np.ndarray], mask: Optional[np.ndarray] = None):
-        """Writes row i of every field of `batch` for each i where mask[i]."""
-        n = len(batch[specs_lib.REWARD])
-        for i in range(n):
-            if mask is None or mask[i]:
-                self.write({k: v[i] for k, v in batch.items()})
-
     def flush(self, timeout_ms: Optional[int] = None) -> bool:
-        """Sends everything; False if the server did not confirm within the timeout."""
+        """Sends every complete item; False if the server did not confirm in time."""
         try:
             self._writer.flush(timeout_ms=timeout_ms)
         except reverb.errors.DeadlineExceededError:
@@ -208,24 +279,26 @@ class TransitionWriter:
         return True
 
     def close(self, timeout_ms: int = 5_000) -> int:
-        """Sends what it can within `timeout_ms`, closes, returns items dropped unsent.
+        """Sends what it can within `timeout_ms`, closes, returns transitions dropped.
 
         Items the server has not confirmed by then (a rate limiter that no
-        longer admits inserts, a dead server) are dropped; their number is
-        measured exactly so that actors report only transitions that landed.
+        longer admits inserts, a dead server) are dropped, and so are the rows
+        of an incomplete last item (fewer than K); their number is measured
+        exactly so that actors report only transitions that landed.
         """
         if self._closed:
             return 0
-        dropped = 0 if self.flush(timeout_ms=timeout_ms) else self._count_pending()
-        dropped = min(dropped, self._items_written)
+        pending = 0 if self.flush(timeout_ms=timeout_ms) else self._count_pending()
+        dropped = min(pending * self._k, self._transitions_written)
         self._writer.close()
         self._closed = True
-        self._items_written -= dropped
-        return dropped
+        self._transitions_written -= dropped
+        partial, self._rows_in_item = self._rows_in_item, 0
+        return dropped + partial
 
     def _count_pending(self) -> int:
-        """Smallest k with flush(block_until_num_items=k) succeeding at once."""
-        low, high = 0, self._unconfirmed + 2 * self._chunk_length
+        """Smallest k with flush(block_until_num_items=k) succeeding at once (items)."""
+        low, high = 0, self._unconfirmed + 2 * self._max_in_flight
         while low < high:
             mid = (low + high) // 2
             try:
@@ -242,39 +315,83 @@ def make_dataset(
     batch_size: int,
     max_in_flight: Optional[int] = None,
     rate_limiter_timeout_ms: int = -1,
+    transitions_per_item: Optional[int] = None,
+    num_parallel_datasets: int = DEFAULT_PARALLEL_DATASETS,
 ) -> tf.data.Dataset:
-    """Batches of `Transition`s sampled uniformly from the replay table.
+    """Batches of `batch_size` `Transition`s sampled uniformly from the replay table.
+
+    Samples batch_size / K items (K = `transitions_per_item`, read from the
+    server's table when None) from `num_parallel_datasets` interleaved Reverb
+    streams, then reshapes them to batch_size rows. `max_in_flight` is per
+    stream, in items (default: one batch's worth).
 
     With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
-    limiter holds a sample back that long (e.g. no actor is inserting), so a
+    limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
     """
-    signature = specs_lib.transition_signature(env_specs)
-    dataset = reverb.TrajectoryDataset(
-        server_address=address,
-        table=REPLAY_TABLE,
-        dtypes=tree.map_structure(lambda s: s.dtype, signature),
-        shapes=tree.map_structure(lambda s: s.shape, signature),
-        max_in_flight_samples_per_worker=max_in_flight or 2 * batch_size,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+    k = transitions_per_item or table_transitions_per_item(reverb.Client(address))
+    if batch_size % k:
+        raise ValueError(
+            f"batch_size {batch_size} (per replica) is not a multiple of the table's "
+            f"{k} transitions per item."
+        )
+    layout = specs_lib.row_layout(env_specs)
+    items_per_batch = batch_size // k
+    in_flight = max_in_flight or max(items_per_batch, 1)
+
+    def stream(_) -> tf.data.Dataset:
+        dataset = reverb.TrajectoryDataset(
+            server_address=address,
+            table=REPLAY_TABLE,
+            dtypes={specs_lib.TRANSITIONS: tf.float32},
+            shapes={specs_lib.TRANSITIONS: tf.TensorShape([k, layout.width])},
+            max_in_flight_samples_per_worker=in_flight,
+            rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+        )
+        return dataset.map(lambda sample: sample.data[specs_lib.TRANSITIONS])
+
+    if num_parallel_datasets <= 1:
+        dataset = stream(0)
+    else:
+        dataset = tf.data.Dataset.range(num_parallel_datasets).interleave(
+            stream,
+            cycle_length=num_parallel_datasets,
+            num_parallel_calls=num_parallel_datasets,
+            deterministic=False,
+        )
+    dataset = dataset.batch(items_per_batch, drop_remainder=True)
+    dataset = dataset.map(
+        lambda items: items_to_transition(items, layout), num_parallel_calls=tf.data.AUTOTUNE
     )
-    dataset = dataset.map(lambda sample: sample.data)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    dataset = dataset.map(to_transition, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def to_transition(batch: Dict[str, tf.Tensor]) -> trajectory.Transition:
-    """A batch of replay items as the `Transition` that SacAgent.train takes."""
-    reward = batch[specs_lib.REWARD]
+def items_to_transition(items: tf.Tensor, layout: specs_lib.RowLayout) -> trajectory.Transition:
+    """A batch of replay items [N, K, width] as a `Transition` of N * K rows."""
+    n, k = items.shape[0], items.shape[1]
+    rows = n * k if n is not None and k is not None else -1  # keep the batch dim static
+    return to_transition(tf.reshape(items, [rows, layout.width]), layout)
+
+
+def to_transition(rows: tf.Tensor, layout: specs_lib.RowLayout) -> trajectory.Transition:
+    """Replay rows [B, width] as the `Transition` that SacAgent.train takes."""
+    obs, action, reward, discount, next_obs = tf.split(rows, layout.split_sizes, axis=-1)
+    reward = tf.squeeze(reward, -1)
+    discount = tf.squeeze(discount, -1)
+
+    def field(x: tf.Tensor, shape: tuple, dtype: tf.dtypes.DType) -> tf.Tensor:
+        if len(shape) != 1:
+            x = tf.reshape(x, tf.concat([tf.shape(x)[:-1], shape], 0))
+        return x if dtype == tf.float32 else tf.cast(x, dtype)
+
+    obs_shape, obs_dtype = layout.observation_shape, layout.observation_dtype
+    obs = field(obs, obs_shape, obs_dtype)
+    next_obs = field(next_obs, obs_shape, obs_dtype)
+    action = field(action, layout.action_shape, layout.action_dtype)
     mid = tf.fill(tf.shape(reward), ts.StepType.MID)
-    ones = tf.ones_like(reward)
-    time_step = ts.TimeStep(mid, tf.zeros_like(reward), ones, batch[specs_lib.OBSERVATION])
-    next_time_step = ts.TimeStep(
-        mid, reward, batch[specs_lib.DISCOUNT], batch[specs_lib.NEXT_OBSERVATION]
-    )
-    action = policy_step.PolicyStep(batch[specs_lib.ACTION], (), ())
-    return trajectory.Transition(time_step, action, next_time_step)
+    time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), obs)
+    next_time_step = ts.TimeStep(mid, reward, discount, next_obs)
+    return trajectory.Transition(time_step, policy_step.PolicyStep(action, (), ()), next_time_step)
 
 
 def validate_server_config(config: ServerConfig) -> None:

@@ -135,22 +135,25 @@ def new_server(env_specs, tmp_path_factory):
 def write_replay(env_specs):
     """`write_replay(client, n, seed=0, reward=None)` writes n transitions and waits for them.
 
-    Goes through the actor's TransitionWriter and returns the transitions.
+    Goes through the actor's TransitionWriter (K from the server's table; n must
+    be a multiple of K) and returns the transitions.
     """
 
     def write(client: reverb.Client, n: int, seed: int = 0, reward: Optional[float] = None):
         transitions = random_transitions(env_specs, n, seed=seed, reward=reward)
         before = replay.table_info(client, replay.REPLAY_TABLE).current_size
         writer = replay.TransitionWriter(client)
+        k = writer.transitions_per_item
+        assert n % k == 0, f"write_replay: {n} transitions do not fill items of {k}"
         try:
             for transition in transitions:
                 writer.write(transition)
                 assert writer.throttle(timeout_ms=10_000), "replay insert timed out"
             assert writer.flush(timeout_ms=10_000), "replay flush timed out"
         finally:
-            writer.close()
+            assert writer.close() == 0
         assert writer.items_written == n
-        wait_for_size(client, replay.REPLAY_TABLE, before + n)
+        wait_for_size(client, replay.REPLAY_TABLE, before + n // k)
         return transitions
 
     return write

@@ -23,11 +23,17 @@ def test_server_tables_have_the_signatures_built_from_env_specs(client, env_spec
     replay.check_table_signature(client, replay.REPLAY_TABLE, transition, "transition spec")
     replay.check_table_signature(client, replay.VARIABLE_TABLE, variables, "variable spec")
 
-    # The transition signature is the env's: one (s, a, r, discount, s') per item.
-    assert transition[specs_lib.OBSERVATION].shape == env_specs.observation.shape == (3,)
-    assert transition[specs_lib.NEXT_OBSERVATION].shape == (3,)
-    assert transition[specs_lib.ACTION].shape == env_specs.action.shape == (1,)
-    assert transition[specs_lib.REWARD].shape == transition[specs_lib.DISCOUNT].shape == ()
+    # One column of K flat float32 rows (s[3], a[1], r, discount, s'[3]); K=1 here,
+    # and the server's table has it while the K-agnostic signature leaves it open.
+    assert list(transition) == [specs_lib.TRANSITIONS]
+    assert transition[specs_lib.TRANSITIONS].shape.as_list() == [None, 3 + 1 + 2 + 3]
+    assert transition[specs_lib.TRANSITIONS].dtype == tf.float32
+    table = infos[replay.REPLAY_TABLE].signature[specs_lib.TRANSITIONS]
+    assert table.shape.as_list() == [hparams.transitions_per_item, 9]
+    assert specs_lib.signatures_match(
+        specs_lib.transition_signature(env_specs, hparams.transitions_per_item),
+        infos[replay.REPLAY_TABLE].signature,
+    )
     # The variable signature is the actor network's: (kernel, bias) per layer, 16-16-(2*1).
     shapes = [tuple(s.shape) for s in variables[specs_lib.POLICY_VARIABLES]]
     assert shapes == [(3, 16), (16,), (16, 16), (16,), (16, 2), (2,)]
@@ -43,10 +49,21 @@ def test_check_table_signature_names_a_missing_table(client, env_specs):
     assert replay.REPLAY_TABLE in str(raised.value)
 
 
-def test_actor_writes_are_read_back_by_the_learner_dataset(fill_replay, server_address, env_specs):
-    written = fill_replay(64)  # row i has reward i, so every sample names its source
+@pytest.mark.parametrize("k", [1, 4])
+def test_actor_writes_are_read_back_by_the_learner_dataset(new_server, write_replay, env_specs, k):
+    server = new_server(small_hparams(transitions_per_item=k))
+    try:
+        _check_round_trip(server, write_replay, env_specs, k)
+    finally:
+        server.stop()
+
+
+def _check_round_trip(server, write_replay, env_specs, k):
+    client = server.localhost_client()
+    written = write_replay(client, 64)  # row i has reward i, so every sample names its source
+    assert replay.table_info(client, replay.REPLAY_TABLE).current_size == 64 // k
     batch_size = 16
-    dataset = replay.make_dataset(server_address, env_specs, batch_size)
+    dataset = replay.make_dataset(f"localhost:{server.port}", env_specs, batch_size)
     batches = list(dataset.take(3))
     assert len(batches) == 3
 
@@ -81,23 +98,35 @@ def test_actor_writes_are_read_back_by_the_learner_dataset(fill_replay, server_a
             np.testing.assert_array_equal(
                 next_time_step.observation[row].numpy(), source[specs_lib.NEXT_OBSERVATION]
             )
+        # An item is K consecutive written transitions, starting at a multiple of K.
+        for item in rewards.reshape(-1, k).astype(int):
+            assert item[0] % k == 0
+            np.testing.assert_array_equal(item, np.arange(item[0], item[0] + k))
 
 
 def test_signatures_match_compares_structure_shapes_and_dtypes(env_specs, hparams):
-    transition = specs_lib.transition_signature(env_specs)
-    assert specs_lib.signatures_match(transition, specs_lib.transition_signature(env_specs))
+    transition = specs_lib.transition_signature(env_specs, 8)
+    assert specs_lib.signatures_match(transition, specs_lib.transition_signature(env_specs, 8))
+    # The K-agnostic signature (jobs check with it) matches a table of any K, not vice versa.
+    open_k = specs_lib.transition_signature(env_specs)
+    assert specs_lib.signatures_match(open_k, transition)
+    assert not specs_lib.signatures_match(transition, open_k)
+    assert not specs_lib.signatures_match(transition, specs_lib.transition_signature(env_specs, 4))
 
     # Names do not matter, only structure, shapes and dtypes.
     renamed = {k: tf.TensorSpec(s.shape, s.dtype, name=f"other_{k}") for k, s in transition.items()}
     assert specs_lib.signatures_match(transition, renamed)
 
-    wider = dict(transition, observation=tf.TensorSpec((4,), tf.float32))
+    column = specs_lib.TRANSITIONS
+    wider = {column: tf.TensorSpec((8, 10), tf.float32)}
     assert not specs_lib.signatures_match(transition, wider)
-    as_float64 = dict(transition, reward=tf.TensorSpec((), tf.float64))
+    assert not specs_lib.signatures_match(open_k, wider)
+    as_float64 = {column: tf.TensorSpec((8, 9), tf.float64)}
     assert not specs_lib.signatures_match(transition, as_float64)
-    missing = {k: s for k, s in transition.items() if k != specs_lib.DISCOUNT}
-    assert not specs_lib.signatures_match(transition, missing)
-    assert not specs_lib.signatures_match(missing, transition)
+    flat = {column: tf.TensorSpec((9,), tf.float32)}
+    assert not specs_lib.signatures_match(open_k, flat)
+    assert not specs_lib.signatures_match(transition, {})
+    assert not specs_lib.signatures_match({}, transition)
 
     # Different network sizes give different variable signatures.
     variables = specs_lib.variable_signature(env_specs, hparams)
@@ -113,15 +142,11 @@ def test_signatures_match_compares_structure_shapes_and_dtypes(env_specs, hparam
 
 
 def test_describe_signature_lists_every_field_with_dtype_and_shape(env_specs, hparams):
-    text = specs_lib.describe_signature(specs_lib.transition_signature(env_specs))
-    for part in (
-        "observation: float32[3]",
-        "action: float32[1]",
-        "reward: float32[]",
-        "discount: float32[]",
-        "next_observation: float32[3]",
-    ):
-        assert part in text, text
+    text = specs_lib.describe_signature(specs_lib.transition_signature(env_specs, 8))
+    assert text == (
+        "{transitions: float32[8, 9] rows of (observation: float32[3], action: float32[1], "
+        "reward: float32[], discount: float32[], next_observation: float32[3])}"
+    ), text
 
     text = specs_lib.describe_signature(specs_lib.variable_signature(env_specs, hparams))
     assert "float32[3, 16]" in text and "float32[16, 2]" in text, text

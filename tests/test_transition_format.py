@@ -1,9 +1,12 @@
-"""One replay item per transition gives the same SAC losses as stock 2-step trajectories.
+"""Our replay rows give the same SAC losses as stock 2-step trajectories.
 
 The stock TF-Agents SAC pipeline samples 2-step `Trajectory`s and converts them
-with `trajectory.to_transition` (SacAgent squeezes the time dimension). Here the
-same numbers go through both conversions and the agent's critic, actor and
-alpha losses must agree; their sampling is made identical with fixed seeds.
+with `trajectory.to_transition` (SacAgent squeezes the time dimension). Ours
+packs each transition into one flat float32 row and K rows into one replay
+item; the learner turns a batch of items [N, K, width] into N * K transitions.
+Here the same numbers go through both conversions and the agent's critic,
+actor and alpha losses must agree; their sampling is made identical with fixed
+seeds.
 """
 
 import numpy as np
@@ -53,15 +56,17 @@ def experience(env_specs):
         reward=tf.constant(reward),
         discount=tf.constant(discount),
     )
-    # What an actor writes for step 0 -> 1 of each trajectory.
-    items = {
-        specs_lib.OBSERVATION: observation[:, 0],
-        specs_lib.ACTION: action[:, 0],
-        specs_lib.REWARD: reward[:, 0],
-        specs_lib.DISCOUNT: discount[:, 0],
-        specs_lib.NEXT_OBSERVATION: observation[:, 1],
-    }
-    return stock, items
+    # What an actor writes for step 0 -> 1 of each trajectory: one row each.
+    rows = specs_lib.row_layout(env_specs).pack(
+        observation[:, 0], action[:, 0], reward[:, 0], discount[:, 0], observation[:, 1]
+    )
+    return stock, rows
+
+
+def _ours(env_specs, rows, k):
+    """What the learner gets from the table: batches of items of K rows, as Transitions."""
+    items = tf.constant(rows.reshape(BATCH // k, k, -1))
+    return replay.items_to_transition(items, specs_lib.row_layout(env_specs))
 
 
 def _stock_transition(stock):
@@ -98,14 +103,18 @@ def test_stock_conversion_is_what_sac_agent_does(agent, experience):
     tf.nest.map_structure(np.testing.assert_array_equal, ours, theirs)
 
 
-def test_replay_items_give_the_same_sac_losses_as_2_step_trajectories(agent, experience):
-    stock, items = experience
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_replay_items_give_the_same_sac_losses_as_2_step_trajectories(
+    agent, experience, env_specs, k
+):
+    stock, rows = experience
     expected = _losses(agent, _stock_transition(stock))
     assert all(np.isfinite(v) for v in expected.values())
     # Seeding makes the sampled actions, hence the losses, repeatable.
     assert _losses(agent, _stock_transition(stock)) == expected
 
-    ours = replay.to_transition({k: tf.constant(v) for k, v in items.items()})
+    ours = _ours(env_specs, rows, k)
+    assert ours.time_step.observation.shape == (BATCH,) + tuple(env_specs.observation.shape)
     actual = _losses(agent, ours)
     for name in ("critic", "actor", "alpha"):
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-6, err_msg=name)
@@ -122,12 +131,15 @@ def test_replay_items_give_the_same_sac_losses_as_2_step_trajectories(agent, exp
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_critic_loss_sees_a_misaligned_reward(agent, experience):
-    """Control: the comparison above is sensitive to the reward the item carries."""
-    stock, items = experience
+def test_critic_loss_sees_a_misaligned_reward(agent, experience, env_specs):
+    """Control: the comparison above is sensitive to the reward the row carries."""
+    stock, rows = experience
     expected = _losses(agent, _stock_transition(stock))
-    shifted = dict(items, reward=np.roll(items[specs_lib.REWARD], 1))
-    wrong = _losses(agent, replay.to_transition({k: tf.constant(v) for k, v in shifted.items()}))
+    layout = specs_lib.row_layout(env_specs)
+    fields = layout.unpack(rows)
+    fields[specs_lib.REWARD] = np.roll(fields[specs_lib.REWARD], 1)
+    shifted = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    wrong = _losses(agent, _ours(env_specs, shifted, 4))
     assert not np.isclose(wrong["critic"], expected["critic"], rtol=1e-4)
     # The actor and alpha losses do not read rewards.
     np.testing.assert_allclose(wrong["actor"], expected["actor"], rtol=1e-6)

@@ -1,0 +1,202 @@
+"""transitions_per_item (K): config checks, table sizes in items, writer counting, row layout."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import random_transitions, small_hparams, wait_for_size
+
+from sac_distributed import config as config_lib
+from sac_distributed import replay
+from sac_distributed import specs as specs_lib
+from sac_distributed.errors import ConfigError, SignatureMismatchError
+
+K = 4
+
+
+@pytest.fixture
+def k_server(new_server):
+    """A server whose replay items hold K transitions (capacity 2000, warm-up 64)."""
+    server = new_server(small_hparams(transitions_per_item=K))
+    yield server
+    server.stop()
+
+
+# --- config ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"transitions_per_item": 0}, r"transitions_per_item must be a positive integer, got 0"),
+        ({"transitions_per_item": 2.5}, r"transitions_per_item must be a positive integer"),
+        ({"transitions_per_item": "8"}, r"transitions_per_item must be a positive integer"),
+        (
+            {"transitions_per_item": 3},
+            r"batch_size \(32\) must be a multiple of transitions_per_item \(3\)",
+        ),
+        (
+            # 60 // 32 = 1 whole item, but the learner waits for ceil(60 / 32) = 2.
+            {"transitions_per_item": 32, "replay_buffer_capacity": 60, "initial_collect_steps": 60},
+            r"replay_buffer_capacity \(60\) holds 1 items of 32 transitions, fewer than the 2",
+        ),
+    ],
+)
+def test_bad_transitions_per_item_is_a_config_error(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        small_hparams(**overrides)
+
+
+def test_sizes_in_items_and_presets():
+    hp = small_hparams(transitions_per_item=K)
+    assert hp.replay_capacity_items == 2000 // K
+    assert hp.min_replay_size == 64 and hp.min_replay_items == 64 // K
+    # Rounded up: the learner never samples before min_replay_size transitions are in.
+    assert dataclasses.replace(hp, initial_collect_steps=66).min_replay_items == 17
+    # The locomotion presets store 8 transitions per item (the 1 GiB memory target);
+    # the small-table presets keep one.
+    for name in ("HalfCheetahBulletEnv-v0", "AntBulletEnv-v0"):
+        preset = config_lib.PRESETS[name]
+        assert preset.transitions_per_item == 8
+        assert preset.batch_size % 8 == 0 and preset.replay_capacity_items == 125_000
+    for name in ("Pendulum-v1", "InvertedPendulumBulletEnv-v0", "MinitaurBulletEnv-v0"):
+        assert config_lib.PRESETS[name].transitions_per_item == 1
+    assert config_lib.GENERIC_PRESET.transitions_per_item == 1
+
+
+def test_replay_table_sizes_are_items(k_server):
+    info = replay.table_info(k_server.localhost_client(), replay.REPLAY_TABLE)
+    assert info.max_size == 2000 // K
+    assert info.rate_limiter_info.min_size_to_sample == 64 // K
+    assert specs_lib.transitions_per_item_of(info.signature) == K
+
+
+def test_error_buffer_is_converted_to_items_above_reverbs_floor(root_dir):
+    hp = small_hparams(transitions_per_item=K, samples_per_insert=2.0)
+    config = config_lib.ServerConfig("Pendulum-v1", hp, root_dir)
+    limiter = replay.make_rate_limiter(config)
+    assert limiter._max_diff - limiter._min_diff == pytest.approx(2 * config.error_buffer / K)
+    tiny = config_lib.ServerConfig("Pendulum-v1", hp, root_dir, samples_per_insert_error_buffer=2)
+    limiter = replay.make_rate_limiter(tiny)
+    assert limiter._max_diff - limiter._min_diff == pytest.approx(2 * 2.0)  # floor: max(1, 2)
+
+
+# --- the writer ------------------------------------------------------------------------
+
+
+def test_writer_counts_transitions_and_drops_a_partial_item(k_server, env_specs):
+    client = k_server.localhost_client()
+    writer = replay.TransitionWriter(client)
+    assert writer.transitions_per_item == K
+    transitions = random_transitions(env_specs, 5 * K + 3)
+    for transition in transitions:
+        writer.write(transition)
+        assert writer.throttle(timeout_ms=10_000)
+    assert writer.items_written == 5 * K  # complete items only
+    # The last 3 rows never fill an item: close() drops and reports them.
+    assert writer.close() == 3
+    assert writer.items_written == writer.transitions_written == 5 * K
+    info = replay.table_info(client, replay.REPLAY_TABLE)
+    assert info.current_size == 5
+    assert info.current_size * K == writer.items_written
+    assert replay.stored_transitions(info) == 5 * K
+    assert writer.close() == 0  # closing twice is harmless
+
+
+def test_writer_rows_land_in_write_order(new_server, env_specs):
+    """write_rows (a batched actor's rows, with a mask) fills items in write order."""
+    # One item is enough for the rate limiter to allow sampling.
+    server = new_server(
+        small_hparams(transitions_per_item=K, batch_size=K, initial_collect_steps=0)
+    )
+    client = server.localhost_client()
+    layout = specs_lib.row_layout(env_specs)
+    fields = {
+        name: np.stack([t[name] for t in random_transitions(env_specs, 12)])
+        for name in specs_lib.TRANSITION_FIELDS
+    }
+    rows = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    mask = np.ones(12, bool)
+    mask[[2, 7, 9, 10]] = False  # e.g. non-finite steps, dropped by the actor
+    writer = replay.TransitionWriter(client, transitions_per_item=K)
+    writer.write_rows(rows, mask)
+    assert writer.close() == 0
+    assert writer.items_written == 8
+    wait_for_size(client, replay.REPLAY_TABLE, 2)
+    sampled = {
+        tuple(tf.nest.flatten(s.data)[0][:, -1])  # next_observation's last float
+        for s in client.sample(replay.REPLAY_TABLE, num_samples=50, emit_timesteps=False)
+    }
+    kept = rows[mask]
+    assert sampled == {tuple(kept[:K, -1]), tuple(kept[K:, -1])}
+    server.stop()
+
+
+def test_writer_refuses_another_k_than_the_tables(k_server):
+    with pytest.raises(SignatureMismatchError, match="--transitions_per_item"):
+        replay.TransitionWriter(k_server.localhost_client(), transitions_per_item=K * 2)
+
+
+def test_wait_for_table_size_counts_transitions(k_server, write_replay):
+    client = k_server.localhost_client()
+    write_replay(client, 2 * K)
+    stop_after = iter([False, True])
+    assert replay.wait_for_table_size(client, replay.REPLAY_TABLE, 2 * K, lambda: False)
+    assert not replay.wait_for_table_size(
+        client, replay.REPLAY_TABLE, 2 * K + 1, lambda: next(stop_after)
+    )
+
+
+def test_make_dataset_rejects_a_batch_that_is_not_whole_items(k_server, env_specs):
+    with pytest.raises(ValueError, match="not a multiple"):
+        replay.make_dataset(f"localhost:{k_server.port}", env_specs, K + 1)
+
+
+# --- the row layout ----------------------------------------------------------------------
+
+
+def test_non_float32_observations_are_stored_as_float32_and_cast_back():
+    layout = specs_lib.RowLayout(
+        observation_shape=(2, 3),
+        observation_dtype=tf.uint8,
+        action_shape=(2,),
+        action_dtype=tf.float32,
+    )
+    assert layout.width == 2 * 6 + 2 + 2
+    rng = np.random.default_rng(0)
+    n = 6
+    fields = {
+        specs_lib.OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
+        specs_lib.ACTION: rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        specs_lib.REWARD: rng.normal(size=n).astype(np.float32),
+        specs_lib.DISCOUNT: np.ones(n, np.float32),
+        specs_lib.NEXT_OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
+    }
+    rows = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    assert rows.dtype == np.float32 and rows.shape == (n, layout.width)
+    for name, value in layout.unpack(rows).items():
+        assert value.dtype == fields[name].dtype, name
+        np.testing.assert_array_equal(value, fields[name])
+    # What the learner gets: the env's shapes and dtypes again.
+    items = tf.constant(rows.reshape(n // 2, 2, -1))
+    time_step, action_step, next_time_step = replay.items_to_transition(items, layout)
+    assert time_step.observation.dtype == tf.uint8
+    assert time_step.observation.shape == (n, 2, 3)
+    np.testing.assert_array_equal(time_step.observation.numpy(), fields[specs_lib.OBSERVATION])
+    np.testing.assert_array_equal(
+        next_time_step.observation.numpy(), fields[specs_lib.NEXT_OBSERVATION]
+    )
+    np.testing.assert_array_equal(action_step.action.numpy(), fields[specs_lib.ACTION])
+    np.testing.assert_array_equal(next_time_step.reward.numpy(), fields[specs_lib.REWARD])
+
+
+def test_pack_transition_matches_the_layout(env_specs):
+    layout = specs_lib.row_layout(env_specs)
+    transitions = random_transitions(env_specs, 3)
+    rows = np.stack([specs_lib.pack_transition(t) for t in transitions])
+    assert rows.shape == (3, layout.width) and rows.dtype == np.float32
+    unpacked = layout.unpack(rows)
+    for i, transition in enumerate(transitions):
+        for name in specs_lib.TRANSITION_FIELDS:
+            np.testing.assert_array_equal(unpacked[name][i], transition[name])
