@@ -52,6 +52,12 @@ setup(
             "imageio-ffmpeg",
             "matplotlib",
             "pygame",
+            # examples/ notebook test. IPython 8.23 imports typing_extensions.TypeAliasType
+            # without requiring a version that has it, and tf-agents pins 4.5.0.
+            "nbclient",
+            "nbformat",
+            "ipykernel",
+            "ipython<8.23",
         ],
     },
     entry_points={

@@ -210,7 +210,8 @@ def video_writer(path: str, fps: float) -> Iterator[FrameSink]:
     if path.lower().endswith(".gif"):
         writer = imageio.get_writer(path, mode="I", duration=1000.0 / fps, loop=0)
     else:
-        writer = imageio.get_writer(path, fps=fps)
+        # Sizes only need to be even (yuv420p), not multiples of 16: no resizing.
+        writer = imageio.get_writer(path, fps=fps, macro_block_size=2)
     try:
         yield writer.append_data
     finally:
