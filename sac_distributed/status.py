@@ -26,6 +26,7 @@ from typing import Callable, List, Optional
 import reverb
 
 from sac_distributed import replay
+from sac_distributed import specs as specs_lib
 from sac_distributed.connection import TRANSIENT_ERRORS
 from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
 from sac_distributed.jobs import COLLECT_DIR
@@ -42,6 +43,7 @@ class TableCounts:
     max_size: int
     inserts: int  # completed inserts since the server started (or was restored)
     samples: int  # completed samples since the server started
+    transitions_per_item: int = 1  # K: transitions (env steps) per replay item
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +84,7 @@ def table_counts(info) -> TableCounts:
         max_size=int(info.max_size),
         inserts=int(stats.insert_stats.completed),
         samples=int(stats.sample_stats.completed),
+        transitions_per_item=specs_lib.transitions_per_item_of(info.signature),
     )
 
 
@@ -190,8 +193,11 @@ class StatusMonitor:
         return status
 
 
-def _fmt_rate(value: Optional[float], unit: str) -> str:
-    return "n/a" if value is None else f"{value:.1f} {unit}"
+def _fmt_rate(value: Optional[float], unit: str, k: int = 1) -> str:
+    """`value` in `unit`; with k > 1 also in transitions (k per item)."""
+    if value is None:
+        return "n/a"
+    return f"{value:.1f} {unit}" + (f" ({k * value:.1f} transitions/s)" if k > 1 else "")
 
 
 def format_status(status: Status, address: str) -> str:
@@ -203,12 +209,16 @@ def format_status(status: Status, address: str) -> str:
         state = "done" if s.learner_done else "training"
         learner = f"train_step {s.train_step} ({state}), "
         learner += _fmt_rate(status.train_steps_per_s, "steps/s")
+    k = s.replay.transitions_per_item
+    items = f"{s.replay.size} / {s.replay.max_size} items"
+    if k > 1:
+        items += f" of {k} transitions ({k * s.replay.size} transitions)"
     lines = [
         f"Reverb server {address} at {time.strftime('%H:%M:%S')}",
-        f"  {replay.REPLAY_TABLE}: {s.replay.size} / {s.replay.max_size} items, "
-        f"{s.replay.inserts} inserted, {s.replay.samples} sampled",
-        f"  rates: inserts {_fmt_rate(status.inserts_per_s, 'items/s')}, "
-        f"samples {_fmt_rate(status.samples_per_s, 'items/s')}",
+        f"  {replay.REPLAY_TABLE}: {items}, {s.replay.inserts} inserted, "
+        f"{s.replay.samples} sampled",
+        f"  rates: inserts {_fmt_rate(status.inserts_per_s, 'items/s', k)}, "
+        f"samples {_fmt_rate(status.samples_per_s, 'items/s', k)}",
         f"  {replay.VARIABLE_TABLE}: {s.variables.size} / {s.variables.max_size} items, "
         f"{s.variables.inserts} pushes",
         f"  learner: {learner}",

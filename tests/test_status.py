@@ -87,6 +87,24 @@ def test_poll_reports_sizes_rates_and_learner_progress(server_address, client, f
     assert "actors seen" not in text  # no root_dir given
 
 
+def test_items_of_several_transitions_are_reported_in_transitions_too(new_server, write_replay):
+    server = new_server(small_hparams(transitions_per_item=4))
+    try:
+        write_replay(server.localhost_client(), 64)
+        monitor = StatusMonitor(f"localhost:{server.port}", connect_timeout_s=5)
+        first = monitor.poll()
+        write_replay(server.localhost_client(), 32, seed=1)
+        second = monitor.poll()
+    finally:
+        server.stop()
+    assert second.snapshot.replay.transitions_per_item == 4
+    assert second.snapshot.replay.size == 24  # (64 + 32) / 4 items
+    text = format_status(second, "x:1")
+    assert f"24 / {CAPACITY // 4} items of 4 transitions (96 transitions)" in text
+    rate = 8 / (second.snapshot.read_at - first.snapshot.read_at)
+    assert f"inserts {rate:.1f} items/s ({4 * rate:.1f} transitions/s)" in text
+
+
 def test_rates_are_withheld_when_counters_restart(server_address, fill_replay):
     fill_replay(64)
     monitor = StatusMonitor(server_address, connect_timeout_s=5)
