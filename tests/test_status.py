@@ -184,14 +184,18 @@ def test_binary_rejects_bad_address():
 
 
 @pytest.mark.slow
-def test_binary_refreshes_until_ctrl_c(server_address, fill_replay, tmp_path):
+def test_binary_refreshes_until_ctrl_c(reverb_server, server_address, fill_replay, tmp_path):
     fill_replay(64)
     log = str(tmp_path / "status.log")
-    proc = proc_utils.start("status", [f"--server={server_address}", "--interval=0.3"], log)
+    flags = [f"--server={server_address}", "--interval=0.3", "--connect_timeout=1"]
+    proc = proc_utils.start("status", flags, log)
     try:
         proc_utils.wait_for_log(log, r"(?s)(uniform_table: 64 .*){2}", 60, {"sac-status": proc})
         fill_replay(32, seed=1)
         proc_utils.wait_for_log(log, r"uniform_table: 96 ", 30, {"sac-status": proc})
+        reverb_server.stop()
+        unreachable = f"Reverb server {server_address}: unreachable, retrying"
+        proc_utils.wait_for_log(log, f"(?s)({unreachable}.*){{2}}", 60, {"sac-status": proc})
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     finally:

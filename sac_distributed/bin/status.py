@@ -7,7 +7,9 @@ Rates are measured between two reads --interval seconds apart, so --once waits
 that long before it prints. With --root_dir it also reports "actors seen": the
 number of distinct collect/actor_<task> TensorBoard directories under
 root_dir, i.e. actor task indices that ever ran there (not a live count;
-replicas sharing a --task share one directory).
+replicas sharing a --task share one directory). An unreachable server is an
+error (exit 2) after --connect_timeout seconds (10 here); once running, the
+display says so and keeps retrying.
 """
 
 import sys
