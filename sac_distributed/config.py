@@ -414,23 +414,3 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
         return dataclasses.replace(base, **given)
     except TypeError as e:  # e.g. a string where a number belongs
         raise ConfigError(f"Invalid hyperparameter value: {e}") from e
-
-
-def _register_transitions_per_item_flag() -> None:
-    """Defines --transitions_per_item for the binaries (see the note below).
-
-    bin/_common.py builds Hyperparams from one absl flag per field, so every
-    field needs a flag before the binaries parse argv. TODO: move this
-    definition to bin/_common.py next to the other hyperparameter flags.
-    """
-    from absl import flags
-
-    if "transitions_per_item" not in flags.FLAGS:
-        flags.DEFINE_integer(
-            "transitions_per_item",
-            None,
-            "Consecutive transitions per replay item (memory vs sample correlation).",
-        )
-
-
-_register_transitions_per_item_flag()

@@ -49,6 +49,12 @@ flags.DEFINE_integer("policy_save_interval", None, "Train steps between SavedMod
 flags.DEFINE_integer("num_iterations", None, "Total train steps.")
 flags.DEFINE_integer("eval_interval", None, "Train steps between evaluations.")
 flags.DEFINE_integer("num_eval_episodes", None, "Episodes per evaluation.")
+flags.DEFINE_integer(
+    "transitions_per_item",
+    None,
+    "Consecutive transitions per replay item: fewer items, less server memory, but the "
+    "transitions of one item are correlated unless --num_envs > 1 interleaves envs.",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
