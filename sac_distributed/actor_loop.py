@@ -21,7 +21,7 @@ from tf_agents.trajectories.time_step import StepType
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, stored_transitions, table_info
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
@@ -69,6 +69,11 @@ class ActorLoop:
             action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.task_seed
         )
         self._layout = specs_lib.row_layout(specs_lib.env_specs(envs[0]))
+        obs_size, act_size = self._layout.observation_size, self._layout.action_size
+        self._reward_index = obs_size + act_size
+        self._next_observation_slice = slice(obs_size + act_size + 2, None)
+        # A batch-1 policy call must not wake OpenBLAS threads (see limit_blas_threads).
+        limit_blas_threads(1)
         self._policy_train_step: Optional[int] = None
         self._learner_done = False
         self._warm = False
@@ -78,7 +83,7 @@ class ActorLoop:
 
     def run(self) -> ActorStats:
         """Runs until the learner is done, max_env_steps, or a stop signal."""
-        observations = self._stack([env.reset().observation for env in self._envs])
+        observations = self._flat_observations([env.reset().observation for env in self._envs])
         episode_return = np.zeros(len(self._envs))
         episode_length = np.zeros(len(self._envs), dtype=np.int64)
         step = 0
@@ -157,52 +162,83 @@ class ActorLoop:
             self.stats.stop_reason = "max_env_steps reached"
         return self.stats.stop_reason
 
-    @staticmethod
-    def _stack(observations: List[np.ndarray]) -> np.ndarray:
-        """Observations [num_envs, obs...] for one batched policy call."""
-        if len(observations) == 1:
-            return np.array(observations[0])[np.newaxis]  # a copy, like np.stack
-        return np.stack(observations)
+    def _flat_observations(self, observations: List[np.ndarray]) -> np.ndarray:
+        """Observations [num_envs, obs_size] float32 (a copy), as the policy and rows take them."""
+        return np.stack(
+            [np.asarray(o, np.float32).reshape(self._layout.observation_size) for o in observations]
+        )
 
     def _step(self, observations: np.ndarray, episode_return, episode_length) -> np.ndarray:
-        """Steps every env once and writes its transition; returns the next observations."""
+        """Steps every env once and writes its transition; returns the next observations.
+
+        `observations` are flat float32 [num_envs, obs_size]; the next ones are
+        the tail of the rows just written (next_observation), so they cost no copy.
+        """
         if self._warm and self._policy.has_weights:
             actions = self._policy.action(observations)
         else:
             actions = self._policy.random_action(len(observations))
+        if len(self._envs) == 1:
+            return self._step_one(observations, actions, episode_return, episode_length)
         steps = [env.step(actions[i]) for i, env in enumerate(self._envs)]
         self.stats.env_steps += len(steps)
         rewards = np.array([t.reward for t in steps], np.float32)
-        next_observations = self._stack([t.observation for t in steps])
         rows = self._layout.pack(
             observations,
             actions,
             rewards,
             np.array([t.discount for t in steps], np.float32),
-            next_observations,
+            np.stack([t.observation for t in steps]),
         )
         # One reduction per row: a sum is finite iff every element is (barring
         # float32 overflow of values near 1e38, which are as broken as inf).
         finite = np.isfinite(rows.sum(axis=1))
-        episode_return += rewards
         episode_length += 1
         if finite.all():
+            episode_return += rewards
             self._writer.write_rows(rows)
             ended = [i for i, t in enumerate(steps) if t.step_type == StepType.LAST]
         else:
+            episode_return[finite] += rewards[finite]
             self._writer.write_rows(rows, finite)
-            self._count_non_finite(steps, finite)
+            self._count_non_finite([t.reward for t in steps], finite)
             ended = [
                 i for i, t in enumerate(steps) if t.step_type == StepType.LAST or not finite[i]
             ]
-        for i in ended:
-            if not finite[i]:
-                episode_return[i] -= rewards[i]
-            self._end_episode(i, episode_return, episode_length)
-            next_observations[i] = self._envs[i].reset().observation
+        next_observations = rows[:, self._next_observation_slice]
+        if ended:
+            next_observations = next_observations.copy()  # rows stay as written
+            for i in ended:
+                self._end_episode(i, episode_return, episode_length)
+                next_observations[i] = self._flat_observations([self._envs[i].reset().observation])
         return next_observations
 
-    def _count_non_finite(self, steps, finite: np.ndarray) -> None:
+    def _step_one(self, observations, actions, episode_return, episode_length) -> np.ndarray:
+        """`_step` for one env, without the per-env lists and stacking."""
+        step = self._envs[0].step(actions[0])
+        self.stats.env_steps += 1
+        row = np.concatenate(
+            (
+                observations[0],
+                actions[0].reshape(-1),
+                (step.reward, step.discount),
+                np.reshape(step.observation, -1),
+            ),
+            dtype=np.float32,
+        )
+        finite = np.isfinite(np.add.reduce(row))
+        episode_length += 1
+        if finite:
+            episode_return += row[self._reward_index]
+            self._writer.write_row(row)
+        else:
+            self._count_non_finite([step.reward], np.zeros(1, bool))
+        if step.step_type == StepType.LAST or not finite:
+            self._end_episode(0, episode_return, episode_length)
+            return self._flat_observations([self._envs[0].reset().observation])
+        return row[np.newaxis, self._next_observation_slice]
+
+    def _count_non_finite(self, rewards, finite: np.ndarray) -> None:
         for i in np.flatnonzero(~finite):
             if self.stats.dropped_non_finite == 0:
                 logging.warning(
@@ -210,7 +246,7 @@ class ActorLoop:
                     "(reward=%s); dropping such steps and resetting that env. Counted in "
                     "actor/dropped_non_finite_steps.",
                     self._config.task,
-                    steps[i].reward,
+                    rewards[i],
                 )
             self.stats.dropped_non_finite += 1
 

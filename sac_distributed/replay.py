@@ -212,6 +212,8 @@ class TransitionWriter:
         self._writer = client.trajectory_writer(num_keep_alive_refs=self._k)
         self._writer.configure((), num_keep_alive_refs=self._k, max_chunk_length=self._k)
         self._column = None  # the writer's column history, cached after the first append
+        self._fast = None  # Reverb's C++ writer, used directly after the first row
+        self._refs: list = []  # the current item's rows (fast path)
         self._max_in_flight = max_items_in_flight
         self._rows_in_item = 0  # rows appended since the last item
         self._transitions_written = 0  # in created items; minus the dropped at close
@@ -231,15 +233,37 @@ class TransitionWriter:
 
     def write_row(self, row: np.ndarray) -> None:
         """Appends one flat float32 row; every K-th row completes an item."""
-        self._writer.append(row)
+        fast = self._fast
+        if fast is not None:
+            # Reverb's C++ writer without the Python wrapper's per-call structure
+            # handling (about half of an append's cost): one column, one row.
+            refs = self._refs
+            refs.append(fast.Append([row])[0])
+            if len(refs) == self._k:
+                fast.CreateItem(REPLAY_TABLE, 1.0, [refs], [False])
+                self._refs = []
+                self._item_done()
+            return
+        self._writer.append(row)  # the first row sets up the column and its chunker
         self._rows_in_item += 1
         if self._rows_in_item == self._k:
             if self._column is None:
                 self._column = self._writer.history
             self._writer.create_item(REPLAY_TABLE, 1.0, self._column[-self._k :])
             self._rows_in_item = 0
-            self._transitions_written += self._k
-            self._unconfirmed += 1
+            self._item_done()
+        self._fast = _cpp_writer(self._writer)
+        if self._fast is not None and self._rows_in_item:
+            # The rows so far of the current item, as data references.
+            self._refs = list(self._writer.history[-self._rows_in_item :])
+
+    def _item_done(self) -> None:
+        self._transitions_written += self._k
+        self._unconfirmed += 1
+
+    @property
+    def _partial_rows(self) -> int:
+        return len(self._refs) if self._fast is not None else self._rows_in_item
 
     def write_rows(self, rows: np.ndarray, mask: Optional[np.ndarray] = None) -> None:
         """Writes rows[i] of a [N, width] array for each i where mask[i]."""
@@ -293,7 +317,8 @@ class TransitionWriter:
         self._writer.close()
         self._closed = True
         self._transitions_written -= dropped
-        partial, self._rows_in_item = self._rows_in_item, 0
+        partial = self._partial_rows
+        self._rows_in_item, self._refs = 0, []
         return dropped + partial
 
     def _count_pending(self) -> int:
@@ -307,6 +332,14 @@ class TransitionWriter:
             except reverb.errors.DeadlineExceededError:
                 low = mid + 1
         return low
+
+
+def _cpp_writer(writer: reverb.TrajectoryWriter):
+    """The pybind writer behind `writer` if it has the calls write_row uses, else None."""
+    cpp = getattr(writer, "_writer", None)
+    if all(hasattr(cpp, name) for name in ("Append", "CreateItem")):
+        return cpp
+    return None
 
 
 def make_dataset(

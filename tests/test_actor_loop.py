@@ -1,0 +1,93 @@
+"""ActorLoop in-process: rows of one or more envs, K per item, non-finite steps dropped."""
+
+import numpy as np
+import pytest
+from conftest import ENV_NAME, small_hparams
+from tf_agents.environments import wrappers
+
+from sac_distributed import config as config_lib
+from sac_distributed import replay
+from sac_distributed import specs as specs_lib
+from sac_distributed.actor_loop import ActorLoop
+from sac_distributed.connection import Connection
+from sac_distributed.runtime import Metrics
+
+K = 4
+NAN_EVERY = 37
+
+
+class NanRewardEvery(wrappers.PyEnvironmentBaseWrapper):
+    """Returns a NaN reward on every `every`-th step."""
+
+    def __init__(self, env, every: int):
+        super().__init__(env)
+        self._every = every
+        self._steps = 0
+
+    def _step(self, action):
+        time_step = self._env.step(action)
+        self._steps += 1
+        if self._steps % self._every == 0:
+            time_step = time_step._replace(reward=np.float32(np.nan))
+        return time_step
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_actor_writes_k_row_items_and_drops_non_finite_steps(
+    new_server, root_dir, env_specs, num_envs
+):
+    server = new_server(small_hparams(transitions_per_item=K, initial_collect_steps=0))
+    address = f"localhost:{server.port}"
+    client_config = config_lib.ClientConfig(address, address, connect_timeout_s=10.0)
+    config = config_lib.ActorConfig(
+        ENV_NAME,
+        small_hparams(transitions_per_item=K, initial_collect_steps=0),
+        root_dir,
+        client=client_config,
+        num_envs=num_envs,
+        max_env_steps=202,
+        seed=1,
+    )
+    envs = [NanRewardEvery(specs_lib.load_env(ENV_NAME, 1), NAN_EVERY)]
+    envs += [specs_lib.load_env(ENV_NAME, 2 + i) for i in range(num_envs - 1)]
+    connection = Connection(client_config, "test actor", lambda: False)
+    connection.open()
+    try:
+        stats = ActorLoop(config, envs, connection, Metrics(None), lambda: False).run()
+        info = replay.table_info(server.localhost_client(), replay.REPLAY_TABLE)
+        samples = list(
+            server.localhost_client().sample(
+                replay.REPLAY_TABLE, num_samples=100, emit_timesteps=False
+            )
+        )
+    finally:
+        server.stop()
+
+    assert stats.stop_reason == "max_env_steps reached"
+    assert stats.env_steps == 202
+    steps_of_first_env = 202 // num_envs
+    assert stats.dropped_non_finite == steps_of_first_env // NAN_EVERY
+    # Every finite step was written or (a partial last item) dropped, and the
+    # table holds exactly what the actor reports as written.
+    assert stats.transitions_written + stats.transitions_dropped == 202 - stats.dropped_non_finite
+    assert stats.transitions_dropped < K
+    assert info.current_size * K == stats.transitions_written
+    layout = specs_lib.row_layout(env_specs)
+    for sample in samples:
+        rows = np.asarray(sample.data[0])
+        assert rows.shape == (K, layout.width)
+        assert np.all(np.isfinite(rows))
+        fields = layout.unpack(rows)
+        assert np.all(np.abs(fields[specs_lib.ACTION]) <= 2.0)
+        assert np.all(fields[specs_lib.DISCOUNT] == 1.0)  # Pendulum never terminates
+    if num_envs == 1:
+        # One env: consecutive rows chain (s' of a row is s of the next), except
+        # across the few resets (NaN steps, episode ends) that fall inside an item.
+        pairs = chained = 0
+        for sample in samples:
+            fields = layout.unpack(np.asarray(sample.data[0]))
+            same = np.all(
+                fields[specs_lib.NEXT_OBSERVATION][:-1] == fields[specs_lib.OBSERVATION][1:], 1
+            )
+            pairs, chained = pairs + len(same), chained + int(same.sum())
+        assert chained >= 0.9 * pairs, (chained, pairs)
