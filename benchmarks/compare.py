@@ -96,10 +96,10 @@ PIECES: Dict[str, Tuple[str, str]] = {
     "stock_learner_multi": ("stock_learner_multi_steps_per_s", "train steps/s"),
     "learner": ("learner_steps_per_s", "train steps/s"),
     "learner_const_batch": ("learner_const_batch_steps_per_s", "train steps/s"),
-    "stock_replay_insert": ("stock_replay_insert_per_s", "items/s"),
-    "replay_insert": ("replay_insert_per_s", "items/s"),
-    "stock_replay_sample": ("stock_replay_sample_per_s", "items/s"),
-    "replay_sample": ("replay_sample_per_s", "items/s"),
+    "stock_replay_insert": ("stock_replay_insert_per_s", "transitions/s"),
+    "replay_insert": ("replay_insert_per_s", "transitions/s"),
+    "stock_replay_sample": ("stock_replay_sample_per_s", "transitions/s"),
+    "replay_sample": ("replay_sample_per_s", "transitions/s"),
 }
 # One-shot pieces (run once, after the rounds).
 ONE_SHOT_PIECES = ("stock_server_rss", "server_rss")
@@ -140,12 +140,19 @@ class Settings:
     target_return: float
     num_actors: int
     launch_flags: Tuple[str, ...]
+    transitions_per_item: Optional[int]  # None: the env preset's
+    num_parallel_datasets: int
+    max_in_flight: Optional[int]  # None: make_dataset's default
+    actor_counts: Tuple[int, ...]
+    actor_steps: int
 
 
 def parse_settings(argv: Sequence[str]) -> Settings:
     """Parses `argv` (without the program name) into Settings."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=("throughput", "time_to_return"), default="throughput")
+    p.add_argument(
+        "--mode", choices=("throughput", "time_to_return", "actor_scaling"), default="throughput"
+    )
     p.add_argument("--env_name", default=None, help="gym or pybullet id (default Pendulum-v1)")
     p.add_argument("--layers", default=None, help="actor and critic MLP sizes, e.g. 256,256")
     p.add_argument("--batch_size", type=int, default=None, help="transitions per train step")
@@ -168,12 +175,38 @@ def parse_settings(argv: Sequence[str]) -> Settings:
     p.add_argument("--target_return", type=float, default=-200.0)
     p.add_argument("--num_actors", type=int, default=1, help="time_to_return: ours' actors")
     p.add_argument("--launch_flags", default="", help="extra flags for sac-launch, spaced")
+    p.add_argument(
+        "--transitions_per_item", type=int, default=None, help="ours: K (default: env preset)"
+    )
+    p.add_argument(
+        "--num_parallel_datasets",
+        type=int,
+        default=replay.DEFAULT_PARALLEL_DATASETS,
+        help="ours: interleaved Reverb streams in make_dataset",
+    )
+    p.add_argument(
+        "--max_in_flight", type=int, default=None, help="ours: items in flight per stream"
+    )
+    p.add_argument(
+        "--actor_counts", default="1,2,4", help="actor_scaling: actor process counts to run"
+    )
+    p.add_argument(
+        "--actor_steps", type=int, default=20_000, help="actor_scaling: --max_env_steps per actor"
+    )
     a = p.parse_args(argv)
     only = tuple(x.strip() for x in a.only.split(",") if x.strip())
     unknown = sorted(set(only) - set(all_pieces()))
     if unknown:
         p.error(f"--only: unknown pieces {unknown}; choose from {', '.join(all_pieces())}")
-    for name in ("num_envs", "repeats", "rss_items", "fill_items", "steps_per_call"):
+    for name in (
+        "num_envs",
+        "repeats",
+        "rss_items",
+        "fill_items",
+        "steps_per_call",
+        "num_parallel_datasets",
+        "actor_steps",
+    ):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be >= 1")
     if a.duration <= 0 or a.max_minutes <= 0:
@@ -197,6 +230,11 @@ def parse_settings(argv: Sequence[str]) -> Settings:
         target_return=a.target_return,
         num_actors=a.num_actors,
         launch_flags=tuple(a.launch_flags.split()),
+        transitions_per_item=a.transitions_per_item,
+        num_parallel_datasets=a.num_parallel_datasets,
+        max_in_flight=a.max_in_flight,
+        actor_counts=tuple(int(x) for x in a.actor_counts.split(",") if x.strip()),
+        actor_steps=a.actor_steps,
     )
 
 
@@ -227,6 +265,7 @@ def preset_hparams(s: Settings) -> Hyperparams:
             "batch_size": s.batch_size,
             "actor_fc_layer_params": s.layers,
             "critic_joint_fc_layer_params": s.layers,
+            "transitions_per_item": s.transitions_per_item,
         },
     )
 
@@ -315,16 +354,18 @@ def to_stock_trajectory(step: RandomStep) -> trajectory.Trajectory:
     )
 
 
-def to_our_transition(step: RandomStep) -> Dict[str, np.ndarray]:
-    """What ActorLoop writes for this step (it never steps from a LAST step)."""
+def to_our_row(step: RandomStep) -> np.ndarray:
+    """The replay row ActorLoop writes for this step (it never steps from a LAST step)."""
     time_step, action, next_time_step = step
-    return {
-        specs_lib.OBSERVATION: time_step.observation,
-        specs_lib.ACTION: np.asarray(action, np.float32),
-        specs_lib.REWARD: np.float32(next_time_step.reward),
-        specs_lib.DISCOUNT: np.float32(next_time_step.discount),
-        specs_lib.NEXT_OBSERVATION: next_time_step.observation,
-    }
+    return specs_lib.pack_transition(
+        {
+            specs_lib.OBSERVATION: time_step.observation,
+            specs_lib.ACTION: action,
+            specs_lib.REWARD: next_time_step.reward,
+            specs_lib.DISCOUNT: next_time_step.discount,
+            specs_lib.NEXT_OBSERVATION: next_time_step.observation,
+        }
+    )
 
 
 def initial_policy_weights(specs: EnvSpecs, hparams: Hyperparams) -> List[np.ndarray]:
@@ -340,10 +381,10 @@ def inserted_items(client: reverb.Client, table: str) -> int:
     return int(info.rate_limiter_info.insert_stats.completed)
 
 
-def write_transitions(writer: replay.TransitionWriter, transitions: Iterable) -> None:
+def write_rows(writer: replay.TransitionWriter, rows: Iterable[np.ndarray]) -> None:
     """Writes and throttles as ActorLoop does, then flushes."""
-    for transition in transitions:
-        writer.write(transition)
+    for row in rows:
+        writer.write_row(row)
         while not writer.throttle():
             pass
     writer.flush()
@@ -417,8 +458,8 @@ class Bench:
         return collect_random_steps(s.env_name, s.fill_items, s.seed)
 
     @functools.cached_property
-    def our_transitions(self) -> List[Dict[str, np.ndarray]]:
-        return [to_our_transition(x) for x in self.random_steps if not x[0].is_last()]
+    def our_rows(self) -> List[np.ndarray]:
+        return [to_our_row(x) for x in self.random_steps if not x[0].is_last()]
 
     @functools.cached_property
     def stock_trajectories(self) -> List[trajectory.Trajectory]:
@@ -429,7 +470,7 @@ class Bench:
         server, address = self._start_our_server()
         client = reverb.Client(address)
         writer = replay.TransitionWriter(client)
-        write_transitions(writer, self.our_transitions)
+        write_rows(writer, self.our_rows)
         writer.close()
         weights = initial_policy_weights(self.specs, self.hparams)
         self.extras["variable_push_bytes"] = VariableContainer(client).push(weights, 1)
@@ -694,18 +735,22 @@ def setup_stock_replay_insert(bench: Bench) -> Measure:
 
 
 def setup_replay_insert(bench: Bench) -> Measure:
-    """TransitionWriter.write + throttle alone, as ActorLoop calls them."""
+    """TransitionWriter.write_row + throttle alone on packed rows, as ActorLoop calls them.
+
+    Counted in transitions (server items x K), comparable with stock's 2-step items.
+    """
     our = bench.our_replay
     writer = replay.TransitionWriter(our.client)
-    transitions = itertools.cycle(bench.our_transitions)
+    rows = itertools.cycle(bench.our_rows)
 
     def write_chunk() -> None:
         for _ in range(REPLAY_CHUNK):
-            writer.write(next(transitions))
+            writer.write_row(next(rows))
             while not writer.throttle():
                 pass
 
-    return lambda d: _insert_rate(write_chunk, writer.flush, our.client, replay.REPLAY_TABLE, d)
+    k = writer.transitions_per_item
+    return lambda d: k * _insert_rate(write_chunk, writer.flush, our.client, replay.REPLAY_TABLE, d)
 
 
 def _insert_rate(
@@ -736,10 +781,17 @@ def setup_stock_replay_sample(bench: Bench) -> Measure:
 
 
 def setup_replay_sample(bench: Bench) -> Measure:
-    """Items/s out of replay.make_dataset, the learner's input pipeline."""
+    """Transitions/s out of replay.make_dataset, the learner's input pipeline."""
+    s = bench.settings
     batch_size = bench.hparams.batch_size
-    iterator = iter(replay.make_dataset(bench.our_replay.address, bench.specs, batch_size))
-    return _sample_measure(iterator, batch_size)
+    dataset = replay.make_dataset(
+        bench.our_replay.address,
+        bench.specs,
+        batch_size,
+        max_in_flight=s.max_in_flight,
+        num_parallel_datasets=s.num_parallel_datasets,
+    )
+    return _sample_measure(iter(dataset), batch_size)
 
 
 def _sample_measure(iterator: Iterator, batch_size: int) -> Measure:
@@ -839,6 +891,7 @@ def our_server_process(bench: Bench, name: str, capacity: int) -> ServerProcess:
         "--initial_collect_steps=0",
         f"--batch_size={hp.batch_size}",
         f"--replay_buffer_capacity={capacity}",
+        f"--transitions_per_item={hp.transitions_per_item}",
         f"--actor_fc_layer_params={layers}",
         f"--critic_joint_fc_layer_params={critic}",
         "--replay_checkpoint_interval=0",
@@ -857,16 +910,17 @@ def stock_server_process(bench: Bench, name: str, capacity: int) -> ServerProces
 def measure_server_rss(bench: Bench) -> Dict[str, float]:
     """RSS of `python -m sac_distributed.bin.reverb_server` after --rss_items inserts."""
     items = bench.settings.rss_items
-    capacity = max(bench.hparams.replay_buffer_capacity, items)
+    k = bench.hparams.transitions_per_item
+    capacity = max(bench.hparams.replay_buffer_capacity, -(-items // k) * k)
     with our_server_process(bench, "rss_server", capacity) as server:
         client = server.connect()
         writer = replay.TransitionWriter(client)
-        transitions = itertools.cycle(bench.our_transitions)
+        rows = itertools.cycle(bench.our_rows)
 
         def write(count: int) -> None:
-            write_transitions(writer, itertools.islice(transitions, count))
+            write_rows(writer, itertools.islice(rows, -(-count // k) * k))
 
-        return _fill_and_read_rss(server.proc.pid, client, replay.REPLAY_TABLE, write, items)
+        return _fill_and_read_rss(server.proc.pid, client, replay.REPLAY_TABLE, write, items, k)
 
 
 def measure_stock_server_rss(bench: Bench) -> Dict[str, float]:
@@ -887,14 +941,20 @@ def measure_stock_server_rss(bench: Bench) -> Dict[str, float]:
 
 
 def _fill_and_read_rss(
-    pid: int, client: reverb.Client, table: str, write: Callable[[int], None], items: int
+    pid: int,
+    client: reverb.Client,
+    table: str,
+    write: Callable[[int], None],
+    items: int,
+    transitions_per_item: int = 1,
 ) -> Dict[str, float]:
+    """Fills `table` with `items` transitions; `size` counts transitions (items x K)."""
     time.sleep(1.0)  # let the freshly started server settle before the baseline
     before = read_rss_mb(pid)
     size = 0
     while size < items:
         write(min(10_000, items - size))
-        size = client.server_info(timeout=10)[table].current_size
+        size = client.server_info(timeout=10)[table].current_size * transitions_per_item
     time.sleep(1.0)
     after = read_rss_mb(pid)
     return {
@@ -978,6 +1038,9 @@ def summarize(
         "repeats": s.repeats,
         "fill_items": s.fill_items,
         "rss_items": s.rss_items,
+        "transitions_per_item": hp.transitions_per_item,
+        "num_parallel_datasets": s.num_parallel_datasets,
+        "max_in_flight": s.max_in_flight,
         "server": s.server,
         "cpus": os.cpu_count(),
     }
@@ -1039,6 +1102,152 @@ def format_throughput_table(result: Dict[str, object]) -> str:
     ):
         if result.get(key) is not None:
             lines.append(f"{key:<34}{result[key]:>12.3f}{'':>24}  {unit}")
+    return "\n".join(lines)
+
+
+# --- actor scaling mode -----------------------------------------------------------------
+
+ACTOR_START_MARK = "switching from random to the collect policy"  # logged at an actor's first step
+ACTOR_STOP_MARK = "stopping (max_env_steps reached)"
+
+
+def run_actor_scaling(s: Settings) -> Dict[str, object]:
+    """N `python -m sac_distributed.bin.actor` processes against one server subprocess.
+
+    For each N in --actor_counts (alternating over --repeats rounds), a fresh
+    `sac_distributed.bin.reverb_server` gets the policy weights, then N actors
+    run --actor_steps env steps each with the NumPy collect policy
+    (initial_collect_steps=0). The server's insert count is polled; `steady`
+    is the insert rate (in transitions) while all N actors were stepping (from
+    the last actor's first step to the first actor's stop, read from their
+    logs), `overall` is all transitions / (last stop - first step).
+    """
+    bench = Bench(s)
+    hp = bench.hparams
+    runs: Dict[str, List[Dict[str, float]]] = {}
+    try:
+        for round_index in range(s.repeats):
+            for n in s.actor_counts:
+                logging.info("Round %d/%d: %d actor process(es).", round_index + 1, s.repeats, n)
+                result = _run_actors(bench, n, f"scaling_{n}_{round_index}")
+                logging.info("%d actors: %s", n, result)
+                runs.setdefault(str(n), []).append(result)
+    finally:
+        bench.close()
+    summary = {n: {key: median([r[key] for r in rs]) for key in rs[0]} for n, rs in runs.items()}
+    return {
+        "mode": "actor_scaling",
+        "actor_scaling": summary,
+        "config": {
+            "env_name": s.env_name,
+            "actor_layers": list(hp.actor_fc_layer_params),
+            "num_envs": s.num_envs,
+            "actor_steps": s.actor_steps,
+            "transitions_per_item": hp.transitions_per_item,
+            "repeats": s.repeats,
+            "cpus": os.cpu_count(),
+        },
+        "runs": runs,
+    }
+
+
+def _run_actors(bench: Bench, n: int, name: str) -> Dict[str, float]:
+    s, hp = bench.settings, bench.hparams
+    k = hp.transitions_per_item
+    layers = ",".join(str(u) for u in hp.actor_fc_layer_params)
+    critic = ",".join(str(u) for u in hp.critic_joint_fc_layer_params)
+    with our_server_process(bench, name, hp.replay_buffer_capacity) as server:
+        client = server.connect()
+        VariableContainer(client).push(initial_policy_weights(bench.specs, hp), 1)
+        logs, procs = [], []
+        for task in range(n):
+            log_path = os.path.join(bench.tmpdir(name), f"actor_{task}.log")
+            argv = [
+                sys.executable,
+                "-m",
+                "sac_distributed.bin.actor",
+                f"--root_dir={bench.tmpdir(name)}",
+                f"--env_name={s.env_name}",
+                f"--replay_buffer_server_address={server.address}",
+                f"--variable_container_server_address={server.address}",
+                f"--task={task}",
+                f"--num_envs={s.num_envs}",
+                f"--max_env_steps={s.actor_steps}",
+                f"--seed={s.seed}",
+                "--initial_collect_steps=0",
+                "--samples_per_insert=0",
+                f"--batch_size={hp.batch_size}",
+                f"--transitions_per_item={k}",
+                f"--actor_fc_layer_params={layers}",
+                f"--critic_joint_fc_layer_params={critic}",
+            ]
+            log = open(log_path, "w")
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            logs.append((log, log_path))
+        samples: List[Tuple[float, int]] = []
+        started: Dict[int, float] = {}
+        stopped: Dict[int, float] = {}
+        deadline = time.monotonic() + 600.0
+        try:
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                now = time.monotonic()
+                samples.append((now, k * inserted_items(client, replay.REPLAY_TABLE)))
+                for task, (_, path) in enumerate(logs):
+                    if task in stopped:
+                        continue
+                    with open(path) as f:
+                        text = f.read()
+                    if task not in started and ACTOR_START_MARK in text:
+                        started[task] = now
+                    if ACTOR_STOP_MARK in text:
+                        stopped[task] = now
+                time.sleep(0.25)
+            samples.append((time.monotonic(), k * inserted_items(client, replay.REPLAY_TABLE)))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            for log, _ in logs:
+                log.close()
+        failed = [i for i, p in enumerate(procs) if p.returncode != 0]
+        if failed or len(started) < n or len(stopped) < n:
+            with open(logs[failed[0] if failed else 0][1]) as f:
+                tail = f.read()[-3000:]
+            raise RuntimeError(f"actor(s) {failed} failed or never started/stopped:\n{tail}")
+    return {
+        "steady_env_steps_per_s": _rate_between(
+            samples, max(started.values()), min(stopped.values())
+        ),
+        "overall_env_steps_per_s": _rate_between(
+            samples, min(started.values()), max(stopped.values())
+        ),
+        "transitions": float(samples[-1][1]),
+    }
+
+
+def _rate_between(samples: List[Tuple[float, int]], t0: float, t1: float) -> float:
+    """Insert rate between the polls nearest to t0 and t1 (transitions/s)."""
+    inside = [x for x in samples if t0 <= x[0] <= t1]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return float("nan")
+    (a, x), (b, y) = inside[0], inside[-1]
+    return (y - x) / (b - a)
+
+
+def format_actor_scaling_table(result: Dict[str, object]) -> str:
+    c = result["config"]
+    lines = [
+        f"Actor processes against one server on {c['env_name']} (actor {c['actor_layers']}, "
+        f"num_envs {c['num_envs']}, K={c['transitions_per_item']}, {c['actor_steps']} steps "
+        f"each, {c['repeats']} round(s), median, {c['cpus']} CPUs)",
+        f"{'actors':>6}{'steady total':>16}{'per actor':>12}{'overall total':>16}  env steps/s",
+    ]
+    for n, r in result["actor_scaling"].items():
+        steady = r["steady_env_steps_per_s"]
+        lines.append(
+            f"{n:>6}{steady:>16.0f}{steady / int(n):>12.0f}{r['overall_env_steps_per_s']:>16.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -1334,6 +1543,9 @@ def main(argv: Sequence[str]) -> int:
     if settings.mode == "time_to_return":
         result = run_time_to_return(settings)
         table = format_time_to_return_table(result)
+    elif settings.mode == "actor_scaling":
+        result = run_actor_scaling(settings)
+        table = format_actor_scaling_table(result)
     else:
         result = run_throughput(settings)
         table = format_throughput_table(result)
