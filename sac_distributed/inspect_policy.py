@@ -8,9 +8,10 @@ classic-control envs (Pendulum-v1) need pygame, which runs here with SDL's
 dummy video driver so that no window (or display) is needed.
 
 The environment name is not stored in a SavedModel. It is taken from the
-caller or, failing that, from a `run_info.json` ({"env_name": "..."}) in the
-policy directory or one of its two parents (e.g. root_dir/run_info.json).
-Either way the environment's specs are checked against the policy's.
+caller or, failing that, from the `run_info.json` that the learner writes to
+root_dir ({"env_name": ..., "hparams": ...}), looked up in the policy directory
+and its two parents (policies/<name> -> policies -> root_dir). Either way the
+environment's specs are checked against the policy's.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from tf_agents.policies import py_policy
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.errors import ConfigError, EnvError
+from sac_distributed.jobs import RUN_INFO_FILE
 from sac_distributed.learner_loop import POLICIES_DIR
 
-RUN_INFO_FILE = "run_info.json"
 DEFAULT_POLICY = "greedy_policy"
 VIDEO_SUFFIXES = (".mp4", ".gif")
 SAVED_MODEL_FILE = "saved_model.pb"

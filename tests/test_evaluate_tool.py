@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import ENV_NAME, learner_config
 
-from sac_distributed import inspect_policy
+from sac_distributed import inspect_policy, jobs
 from sac_distributed import specs as specs_lib
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.evaluation import run_episodes
 from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.variables import VariableContainer
 
 STATS_LINE = re.compile(
     r"^(\d+) episodes: return mean (-?[\d.]+) std ([\d.]+) min (-?[\d.]+) max (-?[\d.]+); "
@@ -29,18 +30,24 @@ PENDULUM_FRAME = (500, 500, 3)
 
 
 @pytest.fixture(scope="module")
-def exported(new_server, write_replay, new_learner, tmp_path_factory):
-    """(root_dir, policy weights): policies exported by LearnerLoop.export_policies."""
+def exported(new_server, write_replay, tmp_path_factory):
+    """(root_dir, policy weights) of a real in-process learner run (jobs.run_learner).
+
+    It trains num_iterations=20 steps, writes root_dir/run_info.json and exports
+    the policies at the end; the weights are the final ones it pushed.
+    """
     server = new_server()
     try:
-        write_replay(server.localhost_client(), 64)
+        client = server.localhost_client()
+        write_replay(client, 64)
         root = str(tmp_path_factory.mktemp("exported"))
-        loop = new_learner(learner_config(root, f"localhost:{server.port}"), server)
-        loop.export_policies()
-        weights = loop.policy_weights()
+        result = jobs.run_learner(learner_config(root, f"localhost:{server.port}"), lambda: False)
+        assert result.train_step == 20
+        snapshot = VariableContainer(client).pull()
+        assert snapshot.learner_done and snapshot.train_step == 20
     finally:
         server.stop()
-    return root, weights
+    return root, snapshot.policy_weights
 
 
 def _evaluate_cli(*flags, timeout_s: float = 300) -> subprocess.CompletedProcess:
@@ -83,14 +90,16 @@ def test_summary_line_statistics():
     )
 
 
-def test_env_name_from_run_info_json(exported, tmp_path):
+def test_env_name_from_the_learners_run_info_json(exported, tmp_path):
     root, _ = exported
+    assert inspect_policy.find_env_name(os.path.join(root, "policies", "policy")) == ENV_NAME
+    assert inspect_policy.evaluate(root, num_episodes=1).env_name == ENV_NAME
     copy = str(tmp_path / "copy")
     shutil.copytree(os.path.join(root, "policies"), os.path.join(copy, "policies"))
     with pytest.raises(ConfigError, match="--env_name is required"):
         inspect_policy.evaluate(copy, num_episodes=1)
     with open(os.path.join(copy, "run_info.json"), "w") as f:
-        json.dump({"env_name": ENV_NAME}, f)
+        json.dump({"env_name": ENV_NAME, "hparams": {}}, f)  # as jobs.run_learner writes it
     policy_dir = os.path.join(copy, "policies", "collect_policy")
     assert inspect_policy.find_env_name(policy_dir) == ENV_NAME
     report = inspect_policy.evaluate(policy_dir, num_episodes=1, seed=1)
@@ -137,10 +146,9 @@ def test_binary_prints_stats_and_writes_gif(exported, tmp_path):
 def test_binary_writes_mp4(exported, tmp_path):
     root, _ = exported
     video = str(tmp_path / "v.mp4")
-    result = _evaluate_cli(
-        f"--policy_dir={root}", f"--env_name={ENV_NAME}", "--num_episodes=1", f"--video={video}"
-    )
+    result = _evaluate_cli(f"--policy_dir={root}", "--num_episodes=1", f"--video={video}")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"on {ENV_NAME}" in result.stdout  # from the learner's run_info.json
     assert _stats(result.stdout)[0] == 1
     with imageio.get_reader(video) as reader:
         assert reader.count_frames() == PENDULUM_STEPS + 1
@@ -155,6 +163,8 @@ def test_binary_user_errors_exit_2(exported, tmp_path):
     )
     assert wrong_env.returncode == 2
     assert "error: The policy's observation spec does not match" in wrong_env.stderr
-    no_env = _evaluate_cli(f"--policy_dir={root}", "--num_episodes=1")
+    copy = str(tmp_path / "greedy_policy")  # away from its root_dir and run_info.json
+    shutil.copytree(os.path.join(root, "policies", "greedy_policy"), copy)
+    no_env = _evaluate_cli(f"--policy_dir={copy}", "--num_episodes=1")
     assert no_env.returncode == 2 and "error: --env_name is required" in no_env.stderr
     assert "Traceback" not in wrong_env.stderr + no_env.stderr

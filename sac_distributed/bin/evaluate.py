@@ -4,10 +4,11 @@
         --num_episodes=10 --video=/tmp/sac/pendulum.mp4
 
 --policy_dir may be a SavedModel directory or a root_dir (its
-policies/greedy_policy is used). --env_name is required unless run_info.json
-({"env_name": "..."}) sits in the policy directory or one of its two parents.
---video writes .mp4 (ffmpeg) or .gif. This is an offline tool; the
-training-time evaluator that follows the learner is sac-evaluator.
+policies/greedy_policy is used). --env_name defaults to the one the learner
+recorded in root_dir/run_info.json; it is required for a policy directory
+copied away from its root_dir. --video writes .mp4 (ffmpeg) or .gif. This is an
+offline tool; the training-time evaluator that follows the learner is
+sac-evaluator.
 """
 
 from absl import flags
@@ -22,7 +23,7 @@ flags.DEFINE_float("fps", 30.0, "Frames per second of the video.")
 flags.DEFINE_integer("frame_every", 1, "Record every n-th environment step.")
 flags.mark_flag_as_required("policy_dir")
 FLAGS = flags.FLAGS
-FLAGS.set_default("env_name", None)  # from run_info.json when not given
+FLAGS.set_default("env_name", None)  # None: from root_dir/run_info.json
 
 
 def main() -> None:
