@@ -211,10 +211,8 @@ class LearnerLoop:
 
     def run(self) -> LearnerResult:
         """Trains until num_iterations or a stop; returns where it stopped and why."""
-        self.publish()
-        if self.step < self._hp.num_iterations and not self._wait_for_data():
+        if not self._start_up():
             return self._finish("stop signal")
-        self._iterator = self._make_iterator()
         self._start = (time.monotonic(), self.step)
         self._window = self._start
         while self.step < self._hp.num_iterations:
@@ -230,10 +228,28 @@ class LearnerLoop:
                 self._recover(error)
         return self._finish("num_iterations reached")
 
+    def _start_up(self) -> bool:
+        """Publishes the first weights and waits for warm replay; False if stopped.
+
+        Reconnects like the training loop does if the server goes away meanwhile.
+        """
+        while True:
+            try:
+                self.publish()
+                if self.step < self._hp.num_iterations and not self._wait_for_data():
+                    return False
+                self._iterator = self._make_iterator()
+                return True
+            except RECOVERABLE_ERRORS as error:
+                if self._should_stop():
+                    return False
+                self._connection.recover(error)
+                self._container = VariableContainer(self._connection.variables)
+
     def _wait_for_data(self) -> bool:
         """Polls (interruptibly) until the replay holds enough to sample from."""
         return wait_for_table_size(
-            self._connection.replay, REPLAY_TABLE, self._hp.min_replay_size, self._should_stop
+            self._connection.replay, REPLAY_TABLE, self._hp.min_replay_items, self._should_stop
         )
 
     def _train_once(self) -> None:
