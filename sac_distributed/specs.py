@@ -44,11 +44,9 @@ def load_env(env_name: str, seed: Optional[int] = None) -> py_environment.PyEnvi
     """Loads a pybullet env through suite_pybullet, anything else through suite_gym."""
     try:
         if "Bullet" in env_name:
-            # pybullet prints its build time on stdout when imported; keep logs clean.
-            with contextlib.redirect_stdout(io.StringIO()):
-                from tf_agents.environments import suite_pybullet
+            from tf_agents.environments import suite_pybullet
 
-                env = suite_pybullet.load(env_name)
+            env = suite_pybullet.load(env_name)
         else:
             from tf_agents.environments import suite_gym
 
