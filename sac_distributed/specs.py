@@ -8,9 +8,7 @@ against the server's tables before writing or reading.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 from typing import Dict, Optional, Sequence
 
 import numpy as np
