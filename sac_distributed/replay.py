@@ -167,18 +167,23 @@ def wait_for_table_size(
     should_stop: Callable[[], bool],
     log_every_s: float = 10.0,
 ) -> bool:
-    """Polls until `table` holds `min_size` transitions; False if stopped first.
+    """Polls until `table` holds `min_size` items; False if stopped first.
 
-    Transitions are items x K for the replay table (K from its signature) and
-    items for any other table.
+    Replay items hold K transitions each: pass `Hyperparams.min_replay_items`.
     """
     last_log = 0.0
     while not should_stop():
-        size = stored_transitions(table_info(client, table))
-        if size >= min_size:
+        info = table_info(client, table)
+        if info.current_size >= min_size:
             return True
         if time.monotonic() - last_log > log_every_s:
-            logging.info("Waiting for %s to hold %d transitions (now %d).", table, min_size, size)
+            logging.info(
+                "Waiting for %s to hold %d items (now %d items, %d transitions).",
+                table,
+                min_size,
+                info.current_size,
+                stored_transitions(info),
+            )
             last_log = time.monotonic()
         time.sleep(0.2)
     return False

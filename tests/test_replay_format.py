@@ -138,14 +138,14 @@ def test_writer_refuses_another_k_than_the_tables(k_server):
         replay.TransitionWriter(k_server.localhost_client(), transitions_per_item=K * 2)
 
 
-def test_wait_for_table_size_counts_transitions(k_server, write_replay):
+def test_wait_for_table_size_counts_items(k_server, write_replay):
     client = k_server.localhost_client()
     write_replay(client, 2 * K)
     stop_after = iter([False, True])
-    assert replay.wait_for_table_size(client, replay.REPLAY_TABLE, 2 * K, lambda: False)
-    assert not replay.wait_for_table_size(
-        client, replay.REPLAY_TABLE, 2 * K + 1, lambda: next(stop_after)
-    )
+    assert replay.wait_for_table_size(client, replay.REPLAY_TABLE, 2, lambda: False)
+    assert not replay.wait_for_table_size(client, replay.REPLAY_TABLE, 3, lambda: next(stop_after))
+    # What the learner waits for: min_replay_size transitions, in whole items.
+    assert small_hparams(transitions_per_item=K, initial_collect_steps=2 * K).min_replay_items == 8
 
 
 def test_make_dataset_rejects_a_batch_that_is_not_whole_items(k_server, env_specs):
