@@ -143,7 +143,8 @@ class EvalLoop:
     def _env_steps(self) -> int:
         """Transitions inserted into the replay so far (over all actors)."""
         info = table_info(self._connection.replay, REPLAY_TABLE)
-        return int(info.rate_limiter_info.insert_stats.completed)
+        items = int(info.rate_limiter_info.insert_stats.completed)
+        return items * self._config.hparams.transitions_per_item
 
     def _record(self, result: EvalResult) -> None:
         self.results.append(result)

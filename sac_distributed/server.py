@@ -66,14 +66,20 @@ class ServerLoop:
     def _counts(self):
         info = self._client.server_info()[REPLAY_TABLE]
         stats = info.rate_limiter_info
-        return info.current_size, stats.insert_stats.completed, stats.sample_stats.completed
+        # The table counts items of K transitions; report transitions.
+        k = self._config.hparams.transitions_per_item
+        return (
+            info.current_size * k,
+            stats.insert_stats.completed * k,
+            stats.sample_stats.completed * k,
+        )
 
     def _log_stats(self, prev, elapsed: float, step: int):
         size, inserts, samples = self._counts()
         insert_rate = (inserts - prev[1]) / elapsed
         sample_rate = (samples - prev[2]) / elapsed
         logging.info(
-            "%s: %d items (%d inserted, %.0f inserts/s, %.0f samples/s)",
+            "%s: %d transitions (%d inserted, %.0f inserted/s, %.0f sampled/s)",
             REPLAY_TABLE,
             size,
             inserts,
