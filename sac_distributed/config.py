@@ -271,6 +271,7 @@ class LearnerConfig:
     checkpoint_interval: int = 10_000  # train steps between checkpoints
     max_checkpoints_to_keep: int = 3
     summary_interval: int = 1_000  # train steps between TensorBoard summaries
+    seed: Optional[int] = None  # seeds network initialisation (Python, NumPy, TF)
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)

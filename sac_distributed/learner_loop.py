@@ -80,6 +80,8 @@ class LearnerLoop:
         self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
+        if config.seed is not None:
+            tf.keras.utils.set_random_seed(config.seed)  # the same initial weights every run
         with strategy.scope():
             self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
             self.agent = agent_lib.make_agent(specs, self._hp, self.train_step)

@@ -7,6 +7,7 @@ stopped at step 20 and then fed NaN rewards. Three tests inspect what the
 second one did.
 """
 
+import dataclasses
 import glob
 import math
 import os
@@ -194,3 +195,17 @@ def test_nan_rewards_raise_non_finite_loss_error_naming_the_step(default_then_na
     # training stopped at, at most one call (steps_per_call=10) later.
     steps = [int(m) for m in re.findall(r"train_step (\d+)", str(error))]
     assert steps and NUM_ITERATIONS <= steps[0] <= NUM_ITERATIONS + 10, str(error)
+
+
+def test_a_seed_fixes_the_initial_weights(make_learner, make_learner_config, tmp_path):
+    def initial_weights(seed, name):
+        # A root_dir of its own: no checkpoint from another learner to restore.
+        config = dataclasses.replace(make_learner_config(seed=seed), root_dir=str(tmp_path / name))
+        loop = make_learner(config)
+        assert loop.step == 0
+        return loop.policy_weights()
+
+    first, again, other = initial_weights(7, "a"), initial_weights(7, "b"), initial_weights(8, "c")
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, c) for a, c in zip(first, other))

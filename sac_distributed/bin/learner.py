@@ -37,6 +37,7 @@ def _config_from_flags() -> config_lib.LearnerConfig:
         variable_push_interval=FLAGS.variable_push_interval,
         checkpoint_interval=FLAGS.checkpoint_interval,
         summary_interval=FLAGS.summary_interval,
+        seed=FLAGS.seed,
     )
 
 
