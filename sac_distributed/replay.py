@@ -301,7 +301,13 @@ class TransitionWriter:
         return True
 
     def flush(self, timeout_ms: Optional[int] = None) -> bool:
-        """Sends every complete item; False if the server did not confirm in time."""
+        """Sends every complete item; False if the server did not confirm in time.
+
+        `timeout_ms=None` waits without limit; 0 means "do not wait" (Reverb
+        itself would read 0 as no limit, and block on a closed rate limiter).
+        """
+        if timeout_ms is not None:
+            timeout_ms = max(1, timeout_ms)
         try:
             self._writer.flush(timeout_ms=timeout_ms)
         except reverb.errors.DeadlineExceededError:

@@ -1,6 +1,7 @@
 """transitions_per_item (K): config checks, table sizes in items, writer counting, row layout."""
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -102,6 +103,31 @@ def test_writer_counts_transitions_and_drops_a_partial_item(k_server, env_specs)
     assert info.current_size * K == writer.items_written
     assert replay.stored_transitions(info) == 5 * K
     assert writer.close() == 0  # closing twice is harmless
+
+
+def test_close_without_waiting_returns_at_once_from_a_closed_rate_limiter(new_server, env_specs):
+    """With no sampler, a ratio limiter admits nothing past its buffer; close(0) must
+    drop what it holds, not wait (Reverb reads timeout 0 as "no limit")."""
+    server = new_server(small_hparams(samples_per_insert=4.0))
+    try:
+        client = server.localhost_client()
+        writer = replay.TransitionWriter(client)
+        for transition in random_transitions(env_specs, 400):
+            writer.write(transition)
+            if not writer.throttle(timeout_ms=200):
+                break  # the limiter stopped admitting inserts
+        result = {}
+        closer = threading.Thread(
+            target=lambda: result.update(dropped=writer.close(timeout_ms=0)), daemon=True
+        )
+        closer.start()
+        closer.join(timeout=10.0)  # a regression would block forever: fail instead
+        assert not closer.is_alive(), "close(timeout_ms=0) blocked on the rate limiter"
+        assert result["dropped"] > 0
+        stored = replay.stored_transitions(replay.table_info(client, replay.REPLAY_TABLE))
+        assert writer.transitions_written == stored  # counts only what landed
+    finally:
+        server.stop()
 
 
 def test_writer_rows_land_in_write_order(new_server, env_specs):
