@@ -7,16 +7,19 @@ the learner binary, the in-process tests and the notebook.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+import functools
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tf_agents.agents.ddpg import critic_network
 from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
 from tf_agents.networks import actor_distribution_network, network
+from tf_agents.policies import actor_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed.config import Hyperparams
+from sac_distributed.normalization import NormalizedCriticNetwork, ObservationNormalizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,21 +53,39 @@ def make_critic_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Networ
     )
 
 
+def make_normalizer(specs: EnvSpecs, hparams: Hyperparams) -> Optional[ObservationNormalizer]:
+    """The running observation statistics, or None without normalize_observations."""
+    if not hparams.normalize_observations:
+        return None
+    return ObservationNormalizer(specs.observation)
+
+
 def make_agent(
-    specs: EnvSpecs, hparams: Hyperparams, train_step: Optional[tf.Variable] = None
+    specs: EnvSpecs,
+    hparams: Hyperparams,
+    train_step: Optional[tf.Variable] = None,
+    normalizer: Optional[ObservationNormalizer] = None,
 ) -> sac_agent.SacAgent:
     """A tf_agents SacAgent: twin critics, target networks, learned temperature.
 
+    With a `normalizer`, the policies and all four critics see normalized
+    observations; the caller updates its statistics (see normalization.py).
     Call inside `strategy.scope()` when training under a distribution strategy.
     """
+    critic = make_critic_network(specs, hparams)
+    policy_ctor = actor_policy.ActorPolicy
+    if normalizer is not None:
+        critic = NormalizedCriticNetwork(critic, normalizer.normalize)
+        policy_ctor = functools.partial(actor_policy.ActorPolicy, observation_normalizer=normalizer)
     agent = sac_agent.SacAgent(
         specs.time_step,
         specs.action,
         actor_network=make_actor_network(specs, hparams),
-        critic_network=make_critic_network(specs, hparams),
+        critic_network=critic,
         actor_optimizer=tf.keras.optimizers.Adam(hparams.actor_learning_rate),
         critic_optimizer=tf.keras.optimizers.Adam(hparams.critic_learning_rate),
         alpha_optimizer=tf.keras.optimizers.Adam(hparams.alpha_learning_rate),
+        actor_policy_ctor=policy_ctor,
         target_update_tau=hparams.target_update_tau,
         target_update_period=hparams.target_update_period,
         td_errors_loss_fn=tf.math.squared_difference,
@@ -77,8 +98,12 @@ def make_agent(
 
 
 def policy_variables(agent: sac_agent.SacAgent) -> List[tf.Variable]:
-    """The variables an actor needs, in a fixed order (kernel, bias per layer)."""
-    return list(agent.collect_policy.variables())
+    """The actor network's variables, in a fixed order (kernel, bias per layer).
+
+    Not `collect_policy.variables()`: with normalization that also lists the
+    normalizer's statistics, which travel separately (see variables.py).
+    """
+    return list(agent._actor_network.variables)  # noqa: SLF001
 
 
 def policy_variable_specs(specs: EnvSpecs, hparams: Hyperparams) -> List[tf.TensorSpec]:
@@ -88,8 +113,24 @@ def policy_variable_specs(specs: EnvSpecs, hparams: Hyperparams) -> List[tf.Tens
     return [tf.TensorSpec(v.shape, v.dtype) for v in actor.variables]
 
 
+_STRATEGIES: Dict[Tuple[str, Optional[str]], tf.distribute.Strategy] = {}
+
+
 def make_strategy(kind: str, tpu: Optional[str] = None) -> tf.distribute.Strategy:
-    """default: one device; mirrored: all local GPUs or logical CPUs; tpu: a TPU."""
+    """default: one device; mirrored: all local GPUs or logical CPUs; tpu: a TPU.
+
+    One strategy per kind and process: two MirroredStrategy objects number
+    their collective ops alike, and the second one's all-reduces then clash
+    with the shapes the first one's left behind (e.g. a second learner in a
+    notebook). A TPU system is initialised only once as well.
+    """
+    key = (kind, tpu)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _new_strategy(kind, tpu)
+    return _STRATEGIES[key]
+
+
+def _new_strategy(kind: str, tpu: Optional[str]) -> tf.distribute.Strategy:
     if kind == "default":
         return tf.distribute.get_strategy()
     if kind == "mirrored":
