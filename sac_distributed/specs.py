@@ -14,7 +14,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 import tree
-from tf_agents.environments import py_environment
+from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
 from sac_distributed.agent import EnvSpecs, policy_variable_specs
@@ -36,6 +36,10 @@ _ROWS_OF = "rows of "
 POLICY_VARIABLES = "policy_variables"
 TRAIN_STEP = "train_step"
 LEARNER_DONE = "learner_done"
+# The learner's observation statistics; clip is inf when it does not normalize.
+OBSERVATION_MEAN = "observation_mean"
+OBSERVATION_STD = "observation_std"
+OBSERVATION_CLIP = "observation_clip"
 
 
 def load_env(env_name: str, seed: Optional[int] = None) -> py_environment.PyEnvironment:
@@ -57,9 +61,30 @@ def load_env(env_name: str, seed: Optional[int] = None) -> py_environment.PyEnvi
                 "(see sac_distributed.config.PRESETS for tuned ones)."
             ) from e
         raise
+    env = TruncationKeepsDiscount(env)
     if seed is not None:
         env.seed(seed)
     return env
+
+
+class TruncationKeepsDiscount(wrappers.PyEnvironmentBaseWrapper):
+    """Gives a time-limit ending discount 1, so that critics bootstrap from it.
+
+    gym's TimeLimit ends an episode with done=True, which TF-Agents' GymWrapper
+    turns into discount 0, as if the state were terminal; a critic then learns
+    that value runs out at step 200 (Pendulum) or 1000 (pybullet). gym marks
+    such endings with info["TimeLimit.truncated"]; true terminations keep 0.
+    """
+
+    def _step(self, action):
+        time_step = self._env.step(action)
+        if time_step.is_last() and _truncated(self._env.get_info()):
+            time_step = time_step._replace(discount=np.ones_like(time_step.discount))
+        return time_step
+
+
+def _truncated(info: object) -> bool:
+    return isinstance(info, dict) and bool(info.get("TimeLimit.truncated", False))
 
 
 def _is_unknown_env_error(error: Exception) -> bool:
@@ -222,15 +247,21 @@ def transitions_per_item_of(signature: object) -> int:
 
 
 def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, object]:
-    """Signature of the variable container item: policy weights + train_step."""
+    """Signature of the variable container item: policy weights, train_step, done
+    flag and observation statistics (present whether or not the learner
+    normalizes, so actors need not know; only the learner's setting counts)."""
     policy = tuple(
         tf.TensorSpec(s.shape, s.dtype, f"{POLICY_VARIABLES}_{i}")
         for i, s in enumerate(policy_variable_specs(specs, hparams))
     )
+    observation_shape = specs.observation.shape
     return {
         POLICY_VARIABLES: policy,
         TRAIN_STEP: tf.TensorSpec((), tf.int64, TRAIN_STEP),
         LEARNER_DONE: tf.TensorSpec((), tf.bool, LEARNER_DONE),
+        OBSERVATION_MEAN: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_MEAN),
+        OBSERVATION_STD: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_STD),
+        OBSERVATION_CLIP: tf.TensorSpec((), tf.float32, OBSERVATION_CLIP),
     }
 
 

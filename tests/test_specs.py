@@ -151,3 +151,33 @@ def test_describe_signature_lists_every_field_with_dtype_and_shape(env_specs, hp
     text = specs_lib.describe_signature(specs_lib.variable_signature(env_specs, hparams))
     assert "float32[3, 16]" in text and "float32[16, 2]" in text, text
     assert "train_step: int64[]" in text and "learner_done: bool[]" in text, text
+
+
+def _run_episode(env, action_fn):
+    env.reset()
+    steps = 0
+    while True:
+        time_step = env.step(action_fn())
+        steps += 1
+        if time_step.is_last():
+            return steps, float(time_step.discount)
+
+
+def test_a_time_limit_ending_keeps_discount_one():
+    env = specs_lib.load_env("Pendulum-v1", seed=0)
+    try:
+        steps, discount = _run_episode(env, lambda: np.zeros(1, np.float32))
+    finally:
+        env.close()
+    assert steps == 200  # gym's limit for Pendulum-v1
+    assert discount == 1.0  # truncated, not terminal: critics bootstrap
+
+
+def test_a_true_termination_keeps_discount_zero():
+    env = specs_lib.load_env("CartPole-v1", seed=0)
+    try:
+        steps, discount = _run_episode(env, lambda: np.int64(1))  # always push right: falls
+    finally:
+        env.close()
+    assert steps < 500
+    assert discount == 0.0
