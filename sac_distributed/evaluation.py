@@ -122,7 +122,7 @@ class EvalLoop:
         return snapshot.train_step >= last_step + self._config.hparams.eval_interval
 
     def evaluate(self, snapshot: VariableSnapshot) -> Optional[EvalResult]:
-        self._policy.set_weights(snapshot.policy_weights)
+        self._policy.set_weights(snapshot.policy_weights, snapshot.normalization)
         returns, lengths = run_episodes(
             self._env,
             self._policy,

@@ -26,6 +26,7 @@ from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.errors import CheckpointError, NonFiniteLossError
+from sac_distributed.policy import ObservationNormalization
 from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size
 from sac_distributed.runtime import Metrics, replace_dir
 from sac_distributed.variables import VariableContainer
@@ -84,10 +85,12 @@ class LearnerLoop:
             tf.keras.utils.set_random_seed(config.seed)  # the same initial weights every run
         with strategy.scope():
             self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-            self.agent = agent_lib.make_agent(specs, self._hp, self.train_step)
+            self.normalizer = agent_lib.make_normalizer(specs, self._hp)
+            self.agent = agent_lib.make_agent(specs, self._hp, self.train_step, self.normalizer)
             self._savers = self._make_savers()
         self._policy_variables = agent_lib.policy_variables(self.agent)
-        checkpoint = tf.train.Checkpoint(agent=self.agent, train_step=self.train_step)
+        tracked = {"normalizer": self.normalizer} if self.normalizer is not None else {}
+        checkpoint = tf.train.Checkpoint(agent=self.agent, train_step=self.train_step, **tracked)
         # TensorFlow ignores an unparsable index file; _restore then scans the directory.
         self._checkpoints = tf.train.CheckpointManager(
             checkpoint,
@@ -130,6 +133,7 @@ class LearnerLoop:
             return
         failures = []
         for path in candidates:
+            self._check_normalization_matches(path)
             try:
                 self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as error:  # any unreadable file; an older one restores in full
@@ -149,6 +153,25 @@ class LearnerLoop:
             f"None of the checkpoints in {self._checkpoints.directory} could be read:\n  "
             + "\n  ".join(failures)
             + "\nMove the directory aside to start from scratch, or restore it from a backup."
+        )
+
+    def _check_normalization_matches(self, path: str) -> None:
+        """Refuses a checkpoint trained with the other normalize_observations setting.
+
+        Restoring would succeed either way (unused values are ignored) and give
+        weights that expect other inputs than they will get.
+        """
+        try:
+            normalized = _has_normalizer(path)
+        except Exception:  # an unreadable index: restore() reports it, then falls back
+            return
+        if normalized == (self.normalizer is not None):
+            return
+        raise CheckpointError(
+            f"The checkpoint {path} was written with normalize_observations={normalized}, "
+            f"but this learner runs with normalize_observations={not normalized}: its "
+            f"weights expect {'normalized' if normalized else 'raw'} observations. Pass "
+            f"--normalize_observations={str(normalized).lower()}, or use a new root_dir."
         )
 
     def _make_iterator(self):
@@ -175,6 +198,8 @@ class LearnerLoop:
         """
 
         def replica_step(experience):
+            if self.normalizer is not None:
+                self.normalizer.update(experience.time_step.observation)
             info = self.agent._train(experience, weights=None)  # noqa: SLF001
             extra = info.extra
             return info.loss, extra.critic_loss, extra.actor_loss, extra.alpha_loss
@@ -431,9 +456,21 @@ class LearnerLoop:
     def policy_weights(self):
         return [v.numpy() for v in self._policy_variables]
 
+    def observation_normalization(self) -> ObservationNormalization:
+        """The statistics the policy applies to raw observations (identity if none)."""
+        if self.normalizer is None:
+            return ObservationNormalization.identity(self._specs.observation.shape)
+        mean, std, clip = self.normalizer.numpy_params()
+        return ObservationNormalization(mean, std, clip)
+
     def publish(self, done: bool = False) -> int:
-        """Pushes the policy weights and train_step to the variable container."""
-        return self._container.push(self.policy_weights(), self.step, learner_done=done)
+        """Pushes weights, train_step and observation statistics to the container."""
+        return self._container.push(
+            self.policy_weights(),
+            self.step,
+            learner_done=done,
+            normalization=self.observation_normalization(),
+        )
 
     def save_checkpoint(self) -> bool:
         """Writes ckpt-<train_step>; on failure keeps the previous one as the latest.
@@ -503,6 +540,11 @@ def _function(fn: Callable) -> Callable:
     of under 3 s for Pendulum-v1 on 2 cores), which every start and every
     reconnect pays."""
     return tf.function(fn, autograph=False)
+
+
+def _has_normalizer(path: str) -> bool:
+    """Whether the checkpoint at `path` holds observation statistics."""
+    return any(name.startswith("normalizer/") for name, _ in tf.train.list_variables(path))
 
 
 def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:

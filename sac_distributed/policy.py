@@ -6,12 +6,15 @@ per-step overhead is what keeps the stock actor at a quarter of the raw
 environment speed. `NumpyActorPolicy` computes exactly what
 `ActorDistributionNetwork` + `TanhNormalProjectionNetwork` compute: ReLU layers,
 a projection to (mean, log std), a Gaussian sample, tanh, then a rescale to
-the action bounds. Its weights are the network's variables in their own order.
+the action bounds. Its weights are the network's variables in their own order;
+with observation normalization it first applies the learner's statistics as
+`normalization.ObservationNormalizer.normalize` does.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import sys
 from typing import List, Optional, Sequence
 
@@ -51,6 +54,32 @@ def limit_blas_threads(num_threads: int = 1) -> bool:
     return False
 
 
+@dataclasses.dataclass(frozen=True)
+class ObservationNormalization:
+    """The learner's observation statistics, applied as clip((obs - mean) / std)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    clip: float
+
+    @classmethod
+    def identity(cls, observation_shape: Sequence[int]) -> ObservationNormalization:
+        """What a learner without normalization sends: no change (clip = inf)."""
+        shape = tuple(observation_shape)
+        return cls(np.zeros(shape, np.float32), np.ones(shape, np.float32), float("inf"))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(np.isfinite(self.clip))
+
+    def apply(self, observations: np.ndarray) -> np.ndarray:
+        """Normalized float32 observations [B, obs_size] (a new array)."""
+        x = np.asarray(observations, np.float32).reshape(len(observations), -1)
+        x = (x - self.mean.reshape(-1)) / self.std.reshape(-1)
+        np.clip(x, -self.clip, self.clip, out=x)
+        return x
+
+
 class NumpyActorPolicy:
     """Batched SAC actor: `action(obs[B, ...]) -> actions[B, action_dim]`."""
 
@@ -72,6 +101,7 @@ class NumpyActorPolicy:
         self._high = high.reshape(-1)
         self._rng = np.random.default_rng(seed)
         self._layers: List[tuple] = []
+        self._normalization: Optional[ObservationNormalization] = None
         if weights is not None:
             self.set_weights(weights)
 
@@ -79,8 +109,13 @@ class NumpyActorPolicy:
     def has_weights(self) -> bool:
         return bool(self._layers)
 
-    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        """Takes (kernel, bias) pairs, hidden layers first, projection last."""
+    def set_weights(
+        self,
+        weights: Sequence[np.ndarray],
+        normalization: Optional[ObservationNormalization] = None,
+    ) -> None:
+        """Takes (kernel, bias) pairs, hidden layers first, projection last, and the
+        observation statistics the weights were trained with (None: raw observations)."""
         if len(weights) < 2 or len(weights) % 2:
             raise ValueError(
                 f"Expected (kernel, bias) pairs of the actor network, got {len(weights)} arrays."
@@ -95,7 +130,13 @@ class NumpyActorPolicy:
                 f"Projection layer has {out_dim} outputs; expected 2 * action_dim = "
                 f"{2 * self._action_dim}. The weights belong to another action spec."
             )
+        if normalization is not None and normalization.mean.size != pairs[0][0].shape[0]:
+            raise ValueError(
+                f"Observation statistics have {normalization.mean.size} elements; the first "
+                f"layer takes {pairs[0][0].shape[0]} inputs."
+            )
         self._layers = pairs
+        self._normalization = normalization if normalization and normalization.enabled else None
 
     def distribution_params(self, observations: np.ndarray) -> tuple:
         """Pre-tanh Gaussian (mean, std) for a batch of observations."""
@@ -104,7 +145,10 @@ class NumpyActorPolicy:
 
     def _forward(self, observations: np.ndarray) -> tuple:
         """(mean, log std) views of the projection layer's output."""
-        x = np.asarray(observations, np.float32).reshape(len(observations), -1)
+        if self._normalization is not None:
+            x = self._normalization.apply(observations)
+        else:
+            x = np.asarray(observations, np.float32).reshape(len(observations), -1)
         for kernel, bias in self._layers[:-1]:
             x = x @ kernel
             x += bias

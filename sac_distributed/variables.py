@@ -16,6 +16,7 @@ import reverb
 import tree
 
 from sac_distributed import specs as specs_lib
+from sac_distributed.policy import ObservationNormalization
 from sac_distributed.replay import VARIABLE_TABLE
 
 # A push that the server has not confirmed by then raises DeadlineExceededError.
@@ -29,6 +30,7 @@ class VariableSnapshot:
     policy_weights: List[np.ndarray]
     train_step: int
     learner_done: bool
+    normalization: ObservationNormalization
 
 
 class VariableContainer:
@@ -39,15 +41,28 @@ class VariableContainer:
         self._writer: Optional[reverb.TrajectoryWriter] = None
 
     def push(
-        self, policy_weights: Sequence[np.ndarray], train_step: int, learner_done: bool = False
+        self,
+        policy_weights: Sequence[np.ndarray],
+        train_step: int,
+        learner_done: bool = False,
+        normalization: Optional[ObservationNormalization] = None,
     ) -> int:
-        """Replaces the container's item; returns the bytes of weights sent."""
+        """Replaces the container's item; returns the bytes of weights sent.
+
+        `normalization` None means raw observations; the observation shape is
+        then read from the first layer's kernel (flat observations).
+        """
         if self._writer is None:
             self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        if normalization is None:
+            normalization = ObservationNormalization.identity((np.shape(policy_weights[0])[0],))
         data = {
             specs_lib.POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
             specs_lib.TRAIN_STEP: np.int64(train_step),
             specs_lib.LEARNER_DONE: np.bool_(learner_done),
+            specs_lib.OBSERVATION_MEAN: np.asarray(normalization.mean, np.float32),
+            specs_lib.OBSERVATION_STD: np.asarray(normalization.std, np.float32),
+            specs_lib.OBSERVATION_CLIP: np.float32(normalization.clip),
         }
         self._writer.append(data)
         item = tree.map_structure(lambda column: column[-1], self._writer.history)
@@ -70,6 +85,11 @@ class VariableContainer:
             policy_weights=[np.asarray(w) for w in data[specs_lib.POLICY_VARIABLES]],
             train_step=int(data[specs_lib.TRAIN_STEP]),
             learner_done=bool(data[specs_lib.LEARNER_DONE]),
+            normalization=ObservationNormalization(
+                mean=np.asarray(data[specs_lib.OBSERVATION_MEAN]),
+                std=np.asarray(data[specs_lib.OBSERVATION_STD]),
+                clip=float(data[specs_lib.OBSERVATION_CLIP]),
+            ),
         )
 
     def close(self) -> None:
