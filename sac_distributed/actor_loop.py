@@ -21,6 +21,7 @@ from tf_agents.trajectories.time_step import StepType
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
+from sac_distributed.nstep import NStepAccumulator
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, stored_transitions, table_info
 from sac_distributed.runtime import Metrics
@@ -72,6 +73,12 @@ class ActorLoop:
         obs_size, act_size = self._layout.observation_size, self._layout.action_size
         self._reward_index = obs_size + act_size
         self._next_observation_slice = slice(obs_size + act_size + 2, None)
+        hp = config.hparams
+        self._n_step: Optional[List[NStepAccumulator]] = (
+            [NStepAccumulator(self._layout, hp.n_step, hp.gamma) for _ in envs]
+            if hp.n_step > 1
+            else None
+        )
         # A batch-1 policy call must not wake OpenBLAS threads (see limit_blas_threads).
         limit_blas_threads(1)
         self._policy_train_step: Optional[int] = None
@@ -106,7 +113,8 @@ class ActorLoop:
                 self.stats.reconnects += 1
             if step % _SUMMARY_CHECK_EVERY == 0:
                 last_summary = self._maybe_summarize(last_summary)
-        self._close_writer(timeout_ms=5_000)
+        # Once the learner is done the rate limiter admits nothing more: don't wait.
+        self._close_writer(timeout_ms=0 if self._learner_done else 5_000)
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
@@ -196,11 +204,11 @@ class ActorLoop:
         episode_length += 1
         if finite.all():
             episode_return += rewards
-            self._writer.write_rows(rows)
+            self._write_rows(rows)
             ended = [i for i, t in enumerate(steps) if t.step_type == StepType.LAST]
         else:
             episode_return[finite] += rewards[finite]
-            self._writer.write_rows(rows, finite)
+            self._write_rows(rows, finite)
             self._count_non_finite([t.reward for t in steps], finite)
             ended = [
                 i for i, t in enumerate(steps) if t.step_type == StepType.LAST or not finite[i]
@@ -230,13 +238,31 @@ class ActorLoop:
         episode_length += 1
         if finite:
             episode_return += row[self._reward_index]
-            self._writer.write_row(row)
+            self._write_row(0, row)
         else:
             self._count_non_finite([step.reward], np.zeros(1, bool))
         if step.step_type == StepType.LAST or not finite:
             self._end_episode(0, episode_return, episode_length)
             return self._flat_observations([self._envs[0].reset().observation])
         return row[np.newaxis, self._next_observation_slice]
+
+    def _write_rows(self, rows: np.ndarray, mask: Optional[np.ndarray] = None) -> None:
+        """One-step rows of every env (those with `mask` True) into the replay."""
+        if self._n_step is None:
+            self._writer.write_rows(rows, mask)
+            return
+        for i, row in enumerate(rows):
+            if mask is None or mask[i]:
+                self._write_row(i, row)
+
+    def _write_row(self, env_index: int, row: np.ndarray) -> None:
+        """A one-step row of env `env_index`, or with n_step > 1 the n-step row it completes."""
+        if self._n_step is None:
+            self._writer.write_row(row)
+            return
+        completed = self._n_step[env_index].add(row)
+        if completed is not None:
+            self._writer.write_row(completed)
 
     def _count_non_finite(self, rewards, finite: np.ndarray) -> None:
         for i in np.flatnonzero(~finite):
@@ -251,6 +277,9 @@ class ActorLoop:
             self.stats.dropped_non_finite += 1
 
     def _end_episode(self, i: int, episode_return, episode_length) -> None:
+        if self._n_step is not None:  # the episode's last steps, over fewer than n steps
+            for row in self._n_step[i].end_episode():
+                self._writer.write_row(row)
         self._returns.append(float(episode_return[i]))
         self._lengths.append(int(episode_length[i]))
         self.stats.episodes += 1
@@ -285,7 +314,7 @@ class ActorLoop:
             return
         if self._policy_train_step is not None:
             self.stats.last_policy_lag = snapshot.train_step - self._policy_train_step
-        self._policy.set_weights(snapshot.policy_weights)
+        self._policy.set_weights(snapshot.policy_weights, snapshot.normalization)
         self._policy_train_step = snapshot.train_step
         self.stats.weight_updates += 1
 

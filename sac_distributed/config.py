@@ -18,6 +18,8 @@ from sac_distributed.errors import ConfigError
 DEFAULT_ENV_NAME = "Pendulum-v1"
 DEFAULT_PORT = 8008
 STRATEGIES = ("default", "mirrored", "tpu")
+MAX_N_STEP = 100
+MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,12 @@ class Hyperparams:
     # actor steps num_envs > 1 envs (their rows interleave). Must divide
     # batch_size; capacity and warm-up sizes stay in transitions.
     transitions_per_item: int = 1
+    # Train on clip((obs - mean) / std) with running statistics kept by the
+    # learner and sent to actors with the weights (see normalization.py).
+    normalize_observations: bool = False
+    # Rewards summed over n steps per replay transition (n-step returns; 1:
+    # one-step SAC). Off-policy without correction, as in Acme's n-step adders.
+    n_step: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -66,6 +74,7 @@ class Hyperparams:
             "eval_interval",
             "num_eval_episodes",
             "transitions_per_item",
+            "n_step",
         ):
             _require_positive_int(name, getattr(self, name))
         _require(
@@ -79,6 +88,15 @@ class Hyperparams:
             f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
         )
         _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
+        _require(
+            isinstance(self.normalize_observations, bool),
+            f"normalize_observations must be true or false, got {self.normalize_observations!r}.",
+        )
+        _require(
+            self.n_step <= MAX_N_STEP,
+            f"n_step ({self.n_step}) is above {MAX_N_STEP}: returns over that many steps "
+            "are mostly the behaviour policy's, not the learned one's (typical: 1 to 5).",
+        )
         if self.samples_per_insert == 0:
             object.__setattr__(self, "samples_per_insert", None)
         if self.samples_per_insert is not None:
@@ -249,6 +267,7 @@ class ActorConfig:
         if self.max_env_steps is not None:
             _require_positive_int("max_env_steps", self.max_env_steps)
         _require_positive_number("summary_interval_s", self.summary_interval_s)
+        _require_seed(self.seed)
 
     @property
     def task_seed(self) -> Optional[int]:
@@ -291,6 +310,7 @@ class LearnerConfig:
             "summary_interval",
         ):
             _require_positive_int(name, getattr(self, name))
+        _require_seed(self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,6 +327,7 @@ class EvaluatorConfig:
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
         _require_positive_number("poll_interval_s", self.poll_interval_s)
+        _require_seed(self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,6 +362,14 @@ def _require_env_name(env_name: str) -> None:
     _require(
         isinstance(env_name, str) and bool(env_name.strip()),
         "env_name must be a gym or pybullet environment id such as Pendulum-v1.",
+    )
+
+
+def _require_seed(seed: Optional[int]) -> None:
+    _require(
+        seed is None
+        or (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED),
+        f"seed must be an integer in [0, {MAX_SEED}] or unset, got {seed!r}.",
     )
 
 

@@ -62,6 +62,9 @@ def test_discrete_action_env_is_rejected():
         ({"gamma": 1.5}, r"gamma must be in \[0, 1\], got 1.5"),
         ({"actor_fc_layer_params": ()}, r"actor_fc_layer_params must be a non-empty list"),
         ({"no_such_flag": 1}, r"Unknown hyperparameters: \['no_such_flag'\]"),
+        ({"n_step": 0}, r"n_step must be a positive integer, got 0"),
+        ({"n_step": 500}, r"n_step \(500\) is above 100"),
+        ({"normalize_observations": "yes"}, r"normalize_observations must be true or false"),
     ],
 )
 def test_invalid_hyperparameters_raise_config_error(overrides, message):
@@ -205,6 +208,13 @@ def binary_runs(tmp_path_factory):
             "--samples_per_insert=4",
             "--samples_per_insert_error_buffer=1",
         ],
+        "negative_seed": [
+            "sac_distributed.bin.learner",
+            f"--root_dir={root}",
+            "--seed=-1",
+            f"--replay_buffer_server_address=localhost:{replay_port}",
+            f"--variable_container_server_address=localhost:{variable_port}",
+        ],
         "unreachable": [
             "sac_distributed.bin.actor",
             f"--root_dir={root}",
@@ -261,6 +271,29 @@ def test_server_binary_rejects_an_error_buffer_below_samples_per_insert(binary_r
     assert "samples_per_insert_error_buffer=1.0 is too small" in lines[0]
     assert "samples_per_insert=4.0" in lines[0]
     assert "Traceback" not in stderr
+
+
+def test_learner_binary_rejects_a_negative_seed(binary_runs):
+    code, stderr, _ = binary_runs["negative_seed"]
+    assert code == 2, stderr[-2000:]
+    assert _error_lines(stderr) == [
+        f"error: seed must be an integer in [0, {config_lib.MAX_SEED}] or unset, got -1."
+    ], stderr[-2000:]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("job", ["actor", "learner", "evaluator"])
+@pytest.mark.parametrize("seed", [-1, 2**32, True])
+def test_seeds_outside_32_bits_are_config_errors(job, seed):
+    configs = {
+        "actor": config_lib.ActorConfig,
+        "learner": config_lib.LearnerConfig,
+        "evaluator": config_lib.EvaluatorConfig,
+    }
+    hparams = config_lib.hyperparams_for("Pendulum-v1")
+    with pytest.raises(config_lib.ConfigError, match=r"seed must be an integer in \[0, "):
+        configs[job]("Pendulum-v1", hparams, "/tmp/root", seed=seed)
+    configs[job]("Pendulum-v1", hparams, "/tmp/root", seed=config_lib.MAX_SEED)  # the top is fine
 
 
 def test_actor_binary_gives_up_on_an_unreachable_server(binary_runs):

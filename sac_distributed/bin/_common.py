@@ -55,6 +55,17 @@ flags.DEFINE_integer(
     "Consecutive transitions per replay item: fewer items, less server memory, but the "
     "transitions of one item are correlated unless --num_envs > 1 interleaves envs.",
 )
+flags.DEFINE_boolean(
+    "normalize_observations",
+    None,
+    "Train on observations normalized by running mean/std (the learner keeps them and "
+    "sends them to actors with the weights). Only the learner's value counts.",
+)
+flags.DEFINE_integer(
+    "n_step",
+    None,
+    "n-step returns: each replay transition sums n discounted rewards (actors build them).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
