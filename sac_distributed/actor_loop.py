@@ -31,6 +31,7 @@ _RETURN_WINDOW = 10  # episodes averaged in actor/AverageReturn
 _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
 _SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary
 _DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
+_PROGRESS_LOG_S = 10.0  # seconds between initial-collect progress lines
 
 
 @dataclasses.dataclass
@@ -295,7 +296,19 @@ class ActorLoop:
 
     def _check_warm(self) -> None:
         size = stored_transitions(table_info(self._connection.replay, REPLAY_TABLE))
-        if size >= self._config.hparams.initial_collect_steps:
+        needed = self._config.hparams.initial_collect_steps
+        if size < needed:
+            logging.log_every_n_seconds(
+                logging.INFO,
+                "Actor %d: initial collect with random actions, replay holds %d / %d "
+                "transitions (%.0f%%).",
+                _PROGRESS_LOG_S,
+                self._config.task,
+                size,
+                needed,
+                100.0 * size / needed,
+            )
+        if size >= needed:
             logging.info(
                 "Actor %d: replay holds %d transitions; switching from random to the "
                 "collect policy.",

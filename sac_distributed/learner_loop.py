@@ -440,7 +440,7 @@ class LearnerLoop:
         )
         logging.info(
             "train_step %d: loss %.3f (critic %.3f, actor %.3f), alpha %.4f, entropy %.3f, "
-            "%.1f steps/s",
+            "%.1f steps/s; %s",
             step,
             total,
             critic,
@@ -448,6 +448,7 @@ class LearnerLoop:
             alpha,
             entropy,
             rate,
+            progress(step, self._hp.num_iterations, rate),
         )
         self._window = (now, step)
 
@@ -540,6 +541,26 @@ def _function(fn: Callable) -> Callable:
     of under 3 s for Pendulum-v1 on 2 cores), which every start and every
     reconnect pays."""
     return tf.function(fn, autograph=False)
+
+
+def progress(done: int, total: int, rate: float) -> str:
+    """'1000/8000 (12%), about 50 s left' at `rate` per second."""
+    text = f"{done}/{total} ({100.0 * done / max(total, 1):.0f}%)"
+    if done < total and rate > 0:
+        text += f", about {format_duration((total - done) / rate)} left"
+    return text
+
+
+def format_duration(seconds: float) -> str:
+    """3725 -> '1 h 2 min', 95 -> '1 min 35 s', 7.2 -> '7 s'."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
 
 
 def _has_normalizer(path: str) -> bool:

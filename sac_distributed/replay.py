@@ -178,10 +178,12 @@ def wait_for_table_size(
             return True
         if time.monotonic() - last_log > log_every_s:
             logging.info(
-                "Waiting for %s to hold %d items (now %d items, %d transitions).",
+                "Initial collect: %s holds %d of the %d items needed to sample (%.0f%%; "
+                "%d transitions).",
                 table,
-                min_size,
                 info.current_size,
+                min_size,
+                100.0 * info.current_size / max(min_size, 1),
                 stored_transitions(info),
             )
             last_log = time.monotonic()

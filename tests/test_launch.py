@@ -1,6 +1,7 @@
 """sac-launch: a full local run, a failing child, and Ctrl-C."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def test_launch_trains_and_reports_eval_returns(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
     assert "Eval at train_step 200" in out
+    # Progress of the initial collect (the first actor to check finds the table empty).
+    assert re.search(r"\[actor_\d\].*initial collect with random actions, replay holds", out)
     assert "training finished; every job exited 0" in out
     assert "Eval return:" in out and "at train_step 200" in out.split("Eval return:")[-1]
     for name in ("server", "learner", "actor_0", "actor_1", "evaluator"):

@@ -9,6 +9,7 @@ second one did.
 
 import dataclasses
 import glob
+import logging
 import math
 import os
 import re
@@ -89,8 +90,9 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
 
 
 def test_mirrored_strategy_over_two_logical_cpus_trains(
-    make_learner_config, make_learner, fill_replay, root_dir, env_specs, client
+    make_learner_config, make_learner, fill_replay, root_dir, env_specs, client, caplog
 ):
+    caplog.set_level(logging.INFO)
     strategy = agent_lib.make_strategy("mirrored")
     assert strategy.num_replicas_in_sync == 2, "conftest should have split the CPU in two"
 
@@ -101,6 +103,8 @@ def test_mirrored_strategy_over_two_logical_cpus_trains(
 
     assert result.stop_reason == "num_iterations reached"
     assert loop.step == NUM_ITERATIONS
+    # Progress in the log: each summary says how far and how long to go.
+    assert re.search(r"train_step 10: .*; 10/20 \(50%\), about \d+ s left", caplog.text)
     after = loop.policy_weights()
     _check_trained(result, after, root_dir, env_specs, VariableContainer(client).pull())
     assert any(not np.array_equal(a, b) for a, b in zip(before, after)), "weights never changed"
@@ -209,3 +213,11 @@ def test_a_seed_fixes_the_initial_weights(make_learner, make_learner_config, tmp
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, c) for a, c in zip(first, other))
+
+
+def test_progress_and_durations_read_well():
+    assert learner_loop.progress(1000, 8000, 100.0) == "1000/8000 (12%), about 1 min 10 s left"
+    assert learner_loop.progress(8000, 8000, 100.0) == "8000/8000 (100%)"
+    assert learner_loop.progress(0, 8000, 0.0) == "0/8000 (0%)"
+    assert learner_loop.format_duration(3725) == "1 h 2 min"
+    assert learner_loop.format_duration(7.2) == "7 s"
