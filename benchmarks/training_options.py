@@ -1,0 +1,106 @@
+"""Learning with and without the training options, on the same machine.
+
+Runs `sac-launch` once per option set and round (alternating the sets, so
+that a busy spell hits all of them alike), reads `eval/results.csv`, and
+reports for each set: the wall time and train_step of the first greedy
+evaluation at or above --target_return, the best and the last return. The
+last line is JSON.
+
+    python benchmarks/training_options.py --repeats=2
+    python benchmarks/training_options.py --sets="base=;n3=--n_step=3" --env_name=Pendulum-v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+DEFAULT_SETS = "base=;n_step_3=--n_step=3;normalized=--normalize_observations"
+
+
+def parse_sets(text: str) -> Dict[str, List[str]]:
+    """'name=--flag --flag2;name2=' -> {name: [flags]}."""
+    sets = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, flags = part.partition("=")
+        sets[name.strip()] = shlex.split(flags)
+    return sets
+
+
+def run_once(env_name: str, flags: List[str], target: float, timeout_s: float) -> dict:
+    """One sac-launch run to the end; its evaluation summary."""
+    root = tempfile.mkdtemp(prefix="sac_options_")
+    launch = os.path.join(os.path.dirname(sys.executable), "sac-launch")
+    argv = [launch, f"--root_dir={root}", f"--env_name={env_name}", *flags]
+    start = time.time()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+        rows = _rows(os.path.join(root, "eval", "results.csv"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    reached = next((r for r in rows if float(r["average_return"]) >= target), None)
+    return {
+        "seconds_to_target": None if reached is None else float(reached["wall_time"]) - start,
+        "train_step_at_target": None if reached is None else int(reached["train_step"]),
+        "best_return": max(float(r["average_return"]) for r in rows),
+        "last_return": float(rows[-1]["average_return"]),
+        "run_seconds": time.time() - start,
+    }
+
+
+def _rows(path: str) -> List[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _median(values: List[Optional[float]]) -> Optional[float]:
+    """Median, with a run that never reached the target counted as infinitely slow."""
+    ordered = sorted(float("inf") if v is None else v for v in values)
+    middle = statistics.median(ordered)
+    return None if middle == float("inf") else middle
+
+
+def main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env_name", default="Pendulum-v1")
+    p.add_argument("--sets", default=DEFAULT_SETS, help="name=flags;name=flags")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--target_return", type=float, default=-200.0)
+    p.add_argument("--timeout_s", type=float, default=900.0)
+    args = p.parse_args(argv)
+    sets = parse_sets(args.sets)
+    runs: Dict[str, List[dict]] = {name: [] for name in sets}
+    for round_index in range(args.repeats):
+        for name, flags in sets.items():
+            result = run_once(args.env_name, flags, args.target_return, args.timeout_s)
+            runs[name].append(result)
+            print(f"round {round_index + 1} {name}: {json.dumps(result)}", flush=True)
+    summary = {
+        name: {
+            "median_seconds_to_target": _median([r["seconds_to_target"] for r in results]),
+            "median_train_step_at_target": _median([r["train_step_at_target"] for r in results]),
+            "best_returns": [round(r["best_return"], 1) for r in results],
+            "last_returns": [round(r["last_return"], 1) for r in results],
+        }
+        for name, results in runs.items()
+    }
+    for name, s in summary.items():
+        print(f"{name}: {s}")
+    print(json.dumps({"env_name": args.env_name, "target": args.target_return, "sets": summary}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
