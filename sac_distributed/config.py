@@ -341,11 +341,13 @@ class LaunchConfig:
     extra_flags: Tuple[str, ...] = ()  # passed to every job (shared flags)
     actor_flags: Tuple[str, ...] = ()  # passed to actors only
     learner_flags: Tuple[str, ...] = ()  # passed to the learner only
+    seed: Optional[int] = None  # checked here, before any job starts; forwarded in extra_flags
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
         _require_positive_int("num_actors", self.num_actors)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
+        _require_seed(self.seed)
 
 
 def validate_address(name: str, address: str) -> None:

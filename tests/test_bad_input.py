@@ -282,6 +282,11 @@ def test_learner_binary_rejects_a_negative_seed(binary_runs):
     assert "Traceback" not in stderr
 
 
+def test_launcher_checks_the_seed_before_starting_anything():
+    with pytest.raises(config_lib.ConfigError, match=r"seed must be an integer"):
+        config_lib.LaunchConfig(root_dir="/tmp/root", seed=-5)
+
+
 @pytest.mark.parametrize("job", ["actor", "learner", "evaluator"])
 @pytest.mark.parametrize("seed", [-1, 2**32, True])
 def test_seeds_outside_32_bits_are_config_errors(job, seed):

@@ -52,6 +52,7 @@ def _config_from_flags() -> config_lib.LaunchConfig:
         extra_flags=_forwarded(n for n in _common.SHARED_FLAGS if n not in _OWN_FLAGS),
         actor_flags=_forwarded(["num_envs"]),
         learner_flags=_forwarded(["strategy"]),
+        seed=FLAGS.seed,
     )
 
 
