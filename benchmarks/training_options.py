@@ -13,7 +13,6 @@ last line is JSON.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -24,6 +23,8 @@ import sys
 import tempfile
 import time
 from typing import Dict, List, Optional
+
+from sac_distributed import plotting
 
 DEFAULT_SETS = "base=;n_step_3=--n_step=3;normalized=--normalize_observations"
 
@@ -47,22 +48,17 @@ def run_once(env_name: str, flags: List[str], target: float, timeout_s: float) -
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
-        rows = _rows(os.path.join(root, "eval", "results.csv"))
+        points = plotting.read_results(plotting.results_path(root))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    reached = next((r for r in rows if float(r["average_return"]) >= target), None)
+    reached = next((p for p in points if p.average_return >= target), None)
     return {
-        "seconds_to_target": None if reached is None else float(reached["wall_time"]) - start,
-        "train_step_at_target": None if reached is None else int(reached["train_step"]),
-        "best_return": max(float(r["average_return"]) for r in rows),
-        "last_return": float(rows[-1]["average_return"]),
+        "seconds_to_target": None if reached is None else reached.wall_time - start,
+        "train_step_at_target": None if reached is None else reached.train_step,
+        "best_return": max(p.average_return for p in points),
+        "last_return": points[-1].average_return,
         "run_seconds": time.time() - start,
     }
-
-
-def _rows(path: str) -> List[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _median(values: List[Optional[float]]) -> Optional[float]:

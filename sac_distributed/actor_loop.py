@@ -308,14 +308,13 @@ class ActorLoop:
                 needed,
                 100.0 * size / needed,
             )
-        if size >= needed:
-            logging.info(
-                "Actor %d: replay holds %d transitions; switching from random to the "
-                "collect policy.",
-                self._config.task,
-                size,
-            )
-            self._warm = True
+            return
+        logging.info(
+            "Actor %d: replay holds %d transitions; switching from random to the collect policy.",
+            self._config.task,
+            size,
+        )
+        self._warm = True
 
     def _refresh_weights(self) -> None:
         snapshot = self._container.pull()

@@ -461,8 +461,7 @@ class LearnerLoop:
         """The statistics the policy applies to raw observations (identity if none)."""
         if self.normalizer is None:
             return ObservationNormalization.identity(self._specs.observation.shape)
-        mean, std, clip = self.normalizer.numpy_params()
-        return ObservationNormalization(mean, std, clip)
+        return self.normalizer.numpy_params()
 
     def publish(self, done: bool = False) -> int:
         """Pushes weights, train_step and observation statistics to the container."""

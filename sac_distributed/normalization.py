@@ -18,12 +18,13 @@ distribution the networks are trained on.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional
 
-import numpy as np
 import tensorflow as tf
 from tf_agents.networks import network
 from tf_agents.specs import tensor_spec
+
+from sac_distributed.policy import ObservationNormalization
 
 # Normalized observations are clipped to [-CLIP, CLIP] (SB3's VecNormalize default).
 OBSERVATION_CLIP = 10.0
@@ -85,9 +86,9 @@ class ObservationNormalizer(tf.Module):
         self.mean.assign(new_mean)
         self.variance.assign(new_variance)
 
-    def numpy_params(self) -> Tuple[np.ndarray, np.ndarray, float]:
-        """(mean, std, clip) as actors apply them."""
-        return self.mean.numpy(), self.std().numpy(), self.clip
+    def numpy_params(self) -> ObservationNormalization:
+        """The statistics as actors apply them in NumPy."""
+        return ObservationNormalization(self.mean.numpy(), self.std().numpy(), self.clip)
 
 
 def merge_moments(count, mean, variance, batch_count, centred_sum, centred_square_sum):

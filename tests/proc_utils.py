@@ -22,6 +22,17 @@ def start(module: str, flags, log_path: str) -> subprocess.Popen:
     )
 
 
+def run(module: str, *flags: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """Runs `python -m sac_distributed.bin.<module> flags...` to the end, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", f"sac_distributed.bin.{module}", *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def read(path: str) -> str:
     if not os.path.exists(path):
         return ""

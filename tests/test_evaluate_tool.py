@@ -5,11 +5,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import imageio
 import imageio.v3 as iio
 import numpy as np
+import proc_utils
 import pytest
 from conftest import ENV_NAME, learner_config
 
@@ -51,13 +51,7 @@ def exported(new_server, write_replay, tmp_path_factory):
 
 
 def _evaluate_cli(*flags, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sac_distributed.bin.evaluate", *flags],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-    )
+    return proc_utils.run("evaluate", *flags, timeout_s=timeout_s)
 
 
 def _stats(stdout: str) -> tuple:

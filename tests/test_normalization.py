@@ -68,11 +68,11 @@ def test_replicas_all_reduce_their_batches(env_specs):
 def test_numpy_and_tensorflow_normalize_alike(env_specs):
     normalizer = ObservationNormalizer(env_specs.observation)
     normalizer.update(tf.constant(_observations(200)))
-    mean, std, clip = normalizer.numpy_params()
-    assert clip == OBSERVATION_CLIP
+    params = normalizer.numpy_params()
+    assert params.clip == OBSERVATION_CLIP
     outliers = _observations(50, seed=1) * 30.0  # far out: exercises the clip
     expected = normalizer.normalize(tf.constant(outliers)).numpy()
-    actual = ObservationNormalization(mean, std, clip).apply(outliers)
+    actual = params.apply(outliers)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
     assert np.abs(actual).max() == pytest.approx(OBSERVATION_CLIP)
 

@@ -4,7 +4,6 @@ import dataclasses
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -48,13 +47,7 @@ def _make_actor_dirs(root: str, names) -> None:
 
 
 def _status_cli(*flags, timeout_s: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sac_distributed.bin.status", *flags],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-    )
+    return proc_utils.run("status", *flags, timeout_s=timeout_s)
 
 
 def test_poll_reports_sizes_rates_and_learner_progress(server_address, client, fill_replay):
