@@ -115,7 +115,9 @@ class ActorLoop:
             if step % _SUMMARY_CHECK_EVERY == 0:
                 last_summary = self._maybe_summarize(last_summary)
         # Once the learner is done the rate limiter admits nothing more: don't wait.
-        self._close_writer(timeout_ms=0 if self._learner_done else 5_000)
+        if not self._learner_done:
+            self._drain()
+        self._close_writer(timeout_ms=0)
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
