@@ -67,6 +67,22 @@ def run_episodes(
     return returns, lengths
 
 
+def eval_due(train_step: int, last_step: Optional[int], interval: int, learner_done: bool) -> bool:
+    """Whether the weights at `train_step` are due for an evaluation.
+
+    Evaluations fall on the first weights at or after each multiple of
+    `interval`, so a slow evaluation delays one row but never shifts the rest
+    of the schedule (with "last + interval" a busy machine made rows drift to
+    6200, 8400, 10500 instead of 6000, 8000, 10000). The learner's final
+    weights are always evaluated.
+    """
+    if last_step is None:
+        return True
+    if learner_done:
+        return train_step != last_step
+    return train_step // interval > last_step // interval
+
+
 class EvalLoop:
     """Evaluates each new `eval_interval` of training until the learner is done."""
 
@@ -115,13 +131,17 @@ class EvalLoop:
             time.sleep(min(0.1, self._config.poll_interval_s))
 
     def _due(self, snapshot: VariableSnapshot, last_step: Optional[int]) -> bool:
-        if last_step is None:
-            return True
-        if snapshot.learner_done:
-            return snapshot.train_step != last_step
-        return snapshot.train_step >= last_step + self._config.hparams.eval_interval
+        return eval_due(
+            snapshot.train_step,
+            last_step,
+            self._config.hparams.eval_interval,
+            snapshot.learner_done,
+        )
 
     def evaluate(self, snapshot: VariableSnapshot) -> Optional[EvalResult]:
+        # Counted before the episodes: the actors go on collecting while they
+        # run, and the row must say how much data the evaluated weights saw.
+        env_steps = self._env_steps()
         self._policy.set_weights(snapshot.policy_weights, snapshot.normalization)
         returns, lengths = run_episodes(
             self._env,
@@ -133,7 +153,7 @@ class EvalLoop:
             return None
         result = EvalResult(
             train_step=snapshot.train_step,
-            env_steps=self._env_steps(),
+            env_steps=env_steps,
             average_return=float(np.mean(returns)),
             average_episode_length=float(np.mean(lengths)),
         )
