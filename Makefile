@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean bench-sb3
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(BIN)/python -m pytest -q --durations=10
+
+# Benchmark only: SB3 for benchmarks/learning.py --systems=sb3, in its own virtualenv.
+SB3_VENV := benchmarks/.venv-sb3
+bench-sb3: $(SB3_VENV)/.installed
+
+$(SB3_VENV)/.installed: benchmarks/requirements-sb3.txt
+	$(PYTHON) -m venv $(SB3_VENV)
+	$(SB3_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SB3_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements-sb3.txt
+	@touch $@
 
 clean:
 	rm -rf $(VENV) sac_runs

@@ -1,0 +1,360 @@
+"""Learning benchmark: envs x systems x seeds at a fixed update-to-data ratio.
+
+Each run trains to an env-step budget and leaves the evaluator's results.csv
+(greedy return every --eval_every env steps). Systems:
+
+  ours   the real distributed job: `sac-launch` (server, actors, learner and
+         evaluator as processes) with SampleToInsertRatio = batch_size * utd,
+         so the learner does `utd` SGD steps per env step after the warm-up;
+  stock  the TF-Agents SAC tutorial loop in one process (peer_stock.py);
+  sb3    Stable-Baselines3 SAC on torch (peer_sb3.py, its own virtualenv).
+
+All three get the same preset hyperparameters (plus --common_flags); a
+variant (`--variants="k1=--transitions_per_item=1;lag100=..."`) adds flags to
+ours only, for ablations. Finished runs are kept under
+OUT/runs/<env>/<system>-<variant>/seed<N>/ (results.csv + run.json) and never
+redone, so a sweep resumes where it stopped. After every run OUT/summary.md,
+OUT/summary.json and OUT/<env>.png are rewritten from everything in OUT.
+
+    python benchmarks/learning.py --envs=Pendulum-v1 --seeds=0,1,2 --env_steps=20000
+    python benchmarks/learning.py --envs=HalfCheetahBulletEnv-v0 --systems=ours,sb3 \\
+        --env_steps=100000 --eval_every=5000 --parallel=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+
+import learning_report  # noqa: E402
+
+SYSTEMS = ("ours", "stock", "sb3")
+DEFAULT_OUT = os.path.join(_HERE, "results", "learning")
+DEFAULT_SB3_PYTHON = os.path.join(_HERE, ".venv-sb3", "bin", "python")
+RUN_FILE = "run.json"
+RESULTS_FILE = "results.csv"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run: an env, a system with a variant of its flags, a seed."""
+
+    env_name: str
+    system: str
+    variant: str
+    flags: tuple
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.env_name}/{self.system}-{self.variant}/seed{self.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What every run of the sweep shares."""
+
+    env_steps: int
+    eval_every: int
+    num_eval_episodes: int
+    utd: float
+    common_flags: tuple
+
+
+def parse_variants(text: str) -> Dict[str, tuple]:
+    """'name=--flag --flag2;name2=' -> {name: flags}; '' -> {'preset': ()}."""
+    variants: Dict[str, tuple] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, flags = part.partition("=")
+        if not sep or not name.strip().replace("_", "").isalnum():
+            raise SystemExit(f"--variants: {part!r} is not name=flags (name: letters, digits, _).")
+        variants[name.strip()] = tuple(shlex.split(flags))
+    return variants or {"preset": ()}
+
+
+def flags_to_overrides(flags: Sequence[str]) -> Dict[str, object]:
+    """Hyperparameter overrides from '--name=value' flags, typed like Hyperparams."""
+    from sac_distributed.config import Hyperparams
+
+    fields = {f.name: f for f in dataclasses.fields(Hyperparams)}
+    defaults = Hyperparams()
+    overrides: Dict[str, object] = {}
+    for flag in flags:
+        name, _, value = flag.lstrip("-").partition("=")
+        if name.startswith("no") and name[2:] in fields and not value:
+            overrides[name[2:]] = False
+            continue
+        if name not in fields:
+            continue  # not a hyperparameter (e.g. --num_actors): ours only
+        default = getattr(defaults, name)
+        if isinstance(default, bool):
+            overrides[name] = value.lower() in ("", "1", "true")
+        elif isinstance(default, tuple):
+            overrides[name] = tuple(int(v) for v in value.split(","))
+        elif isinstance(default, int):
+            overrides[name] = int(value)
+        else:
+            overrides[name] = float(value)
+    return overrides
+
+
+def resolved_hparams(env_name: str, flags: Sequence[str]):
+    """The preset for `env_name` with `flags` applied (validated)."""
+    from sac_distributed.config import hyperparams_for
+
+    return hyperparams_for(env_name, flags_to_overrides(flags))
+
+
+def plan(args: argparse.Namespace) -> List[RunSpec]:
+    """Every run of the sweep, seeds innermost so each configuration fills up in turn."""
+    runs = []
+    for env_name in args.envs:
+        for system in args.systems:
+            variants = args.variants if system == "ours" else {"preset": ()}
+            for variant, flags in variants.items():
+                for seed in args.seeds:
+                    runs.append(RunSpec(env_name, system, variant, flags, seed))
+    return runs
+
+
+def run_dir(out: str, spec: RunSpec) -> str:
+    return os.path.join(out, "runs", spec.key)
+
+
+def is_done(out: str, spec: RunSpec) -> bool:
+    path = os.path.join(run_dir(out, spec), RUN_FILE)
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return json.load(f).get("status") == "done"
+
+
+def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[str]:
+    """The argv of one run; `work` is its scratch directory."""
+    hp = resolved_hparams(spec.env_name, budget.common_flags)
+    if spec.system == "ours":
+        return _ours_command(spec, budget, hp, work)
+    script = {"stock": "peer_stock.py", "sb3": "peer_sb3.py"}[spec.system]
+    python = sys.executable if spec.system == "stock" else sb3_python
+    return [
+        python,
+        "-u",
+        os.path.join(_HERE, script),
+        f"--env_name={spec.env_name}",
+        f"--seed={spec.seed}",
+        f"--env_steps={budget.env_steps}",
+        f"--eval_every={budget.eval_every}",
+        f"--num_eval_episodes={budget.num_eval_episodes}",
+        f"--utd={budget.utd}",
+        f"--hparams_json={json.dumps(dataclasses.asdict(hp))}",
+        f"--results={os.path.join(work, RESULTS_FILE)}",
+    ]
+
+
+def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
+    hp = resolved_hparams(spec.env_name, budget.common_flags + spec.flags)
+    train_steps = int(round((budget.env_steps - hp.initial_collect_steps) * budget.utd))
+    launch = os.path.join(os.path.dirname(sys.executable), "sac-launch")
+    return [
+        launch,
+        f"--root_dir={os.path.join(work, 'root')}",
+        f"--env_name={spec.env_name}",
+        f"--seed={spec.seed}",
+        f"--num_iterations={train_steps}",
+        f"--samples_per_insert={hp.batch_size * budget.utd}",
+        f"--eval_interval={max(1, int(round(budget.eval_every * budget.utd)))}",
+        f"--num_eval_episodes={budget.num_eval_episodes}",
+        *budget.common_flags,
+        *spec.flags,
+    ]
+
+
+class Running:
+    """A run in progress: its process, scratch dir and start time."""
+
+    def __init__(self, spec: RunSpec, argv: List[str], work: str):
+        self.spec = spec
+        self.argv = argv
+        self.work = work
+        self.started = time.time()
+        os.makedirs(work, exist_ok=True)
+        self._log = open(os.path.join(work, "output.log"), "w")
+        self.process = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def results_path(self) -> str:
+        if self.spec.system == "ours":
+            return os.path.join(self.work, "root", "eval", RESULTS_FILE)
+        return os.path.join(self.work, RESULTS_FILE)
+
+    def env_steps_so_far(self) -> int:
+        try:
+            points = learning_report.read_points(self.results_path())
+        except (OSError, ValueError):
+            return 0
+        return points[-1].env_steps if points else 0
+
+    def finish(self, out: str, budget: Budget) -> dict:
+        """Copies the results into OUT and writes run.json; returns its record."""
+        self._log.close()
+        target = run_dir(out, self.spec)
+        os.makedirs(target, exist_ok=True)
+        code = self.process.returncode
+        record = {
+            "key": self.spec.key,
+            "status": "done" if code == 0 and os.path.exists(self.results_path()) else "failed",
+            "exit_code": code,
+            "command": shlex.join(self.argv),
+            "started": round(self.started, 1),
+            "finished": round(time.time(), 1),
+            "wall_s": round(time.time() - self.started, 1),
+            "env_steps_budget": budget.env_steps,
+            "utd": budget.utd,
+            "eval_every": budget.eval_every,
+            "num_eval_episodes": budget.num_eval_episodes,
+        }
+        if os.path.exists(self.results_path()):
+            shutil.copyfile(self.results_path(), os.path.join(target, RESULTS_FILE))
+        if record["status"] != "done":
+            with open(os.path.join(self.work, "output.log"), errors="replace") as f:
+                record["output_tail"] = f.read()[-4000:]
+        with open(os.path.join(target, RUN_FILE), "w") as f:
+            json.dump(record, f, indent=1)
+        if record["status"] == "done":
+            shutil.rmtree(self.work, ignore_errors=True)  # checkpoints, replay: not kept
+        return record
+
+
+def sweep(args: argparse.Namespace) -> int:
+    budget = Budget(
+        args.env_steps, args.eval_every, args.num_eval_episodes, args.utd, args.common_flags
+    )
+    runs = plan(args)
+    todo = [r for r in runs if not is_done(args.out, r)]
+    _log(f"{len(runs)} runs planned, {len(runs) - len(todo)} already done, {len(todo)} to run")
+    for spec in todo:  # fail on a bad flag before anything starts
+        command(spec, budget, args.work_dir, args.sb3_python)
+    running: List[Running] = []
+    failures = 0
+    sweep_start, last_progress = time.time(), 0.0
+    while todo or running:
+        while todo and len(running) < args.parallel:
+            spec = todo.pop(0)
+            work = os.path.join(args.work_dir, spec.key)
+            shutil.rmtree(work, ignore_errors=True)
+            argv = command(spec, budget, work, args.sb3_python)
+            running.append(Running(spec, argv, work))
+            _log(f"start {spec.key}: {shlex.join(argv)}")
+        for run in [r for r in running if r.process.poll() is not None]:
+            running.remove(run)
+            record = run.finish(args.out, budget)
+            failures += record["status"] != "done"
+            _log(f"{record['status']} {run.spec.key} in {record['wall_s']:.0f} s")
+            if record["status"] != "done":
+                _log(f"  output tail:\n{record['output_tail'][-1500:]}")
+            learning_report.write_report(args.out)
+        if time.time() - last_progress >= args.progress_s:
+            last_progress = time.time()
+            _progress(running, todo, budget, sweep_start)
+        time.sleep(1.0)
+    if runs:
+        learning_report.write_report(args.out)
+    _log(f"sweep finished: {failures} failed run(s); report in {args.out}/summary.md")
+    return 1 if failures else 0
+
+
+def _progress(running: List[Running], todo: List[RunSpec], budget: Budget, start: float) -> None:
+    for run in running:
+        steps = run.env_steps_so_far()
+        elapsed = time.time() - run.started
+        eta = ""
+        if steps > 0:
+            eta = f", about {elapsed / steps * (budget.env_steps - steps) / 60:.0f} min left"
+        _log(f"  {run.spec.key}: {steps}/{budget.env_steps} env steps{eta}")
+    if todo:
+        _log(f"  {len(todo)} run(s) waiting; sweep running {(time.time() - start) / 60:.0f} min")
+
+
+def _log(message: str) -> None:
+    print(f"[learning {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", default="Pendulum-v1", help="comma-separated env ids")
+    p.add_argument("--systems", default="ours", help=f"comma list of {','.join(SYSTEMS)}")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    p.add_argument("--env_steps", type=int, default=20_000, help="budget per run, warm-up included")
+    p.add_argument("--eval_every", type=int, default=1_000, help="env steps between evaluations")
+    p.add_argument("--num_eval_episodes", type=int, default=10)
+    p.add_argument("--utd", type=float, default=1.0, help="SGD steps per env step (update/data)")
+    p.add_argument("--variants", default="", help="ours only: name=--flags;name2=--flags")
+    p.add_argument("--common_flags", default="", help="hyperparameter flags for every system")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (one per ~2 cores)")
+    p.add_argument("--out", default=DEFAULT_OUT, help="results (small files, commit them)")
+    p.add_argument("--work_dir", default="/tmp/sac_learning", help="scratch: checkpoints, replay")
+    p.add_argument("--sb3_python", default=DEFAULT_SB3_PYTHON, help="python of `make bench-sb3`")
+    p.add_argument("--progress_s", type=float, default=60.0, help="seconds between progress")
+    p.add_argument("--report_only", action="store_true", help="rewrite the report, run nothing")
+    args = p.parse_args(argv)
+    args.envs = [e for e in args.envs.split(",") if e]
+    args.systems = [s for s in args.systems.split(",") if s]
+    bad = [s for s in args.systems if s not in SYSTEMS]
+    if bad:
+        p.error(f"--systems: unknown {bad}; choose from {', '.join(SYSTEMS)}.")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}.")
+    args.variants = parse_variants(args.variants)
+    args.common_flags = tuple(shlex.split(args.common_flags))
+    if args.utd <= 0 or args.parallel < 1 or args.eval_every < 1 or args.num_eval_episodes < 1:
+        p.error("--utd must be > 0 and --parallel, --eval_every, --num_eval_episodes >= 1.")
+    if "sb3" in args.systems and not os.path.exists(args.sb3_python):
+        p.error(
+            f"--systems includes sb3 but {args.sb3_python} does not exist. Build the SB3 "
+            "virtualenv with `make bench-sb3` (torch and tf-agents need different "
+            "typing_extensions, so SB3 has its own), or pass --sb3_python."
+        )
+    _check_budget(p, args)
+    return args
+
+
+def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from sac_distributed.errors import ConfigError
+
+    for env_name in args.envs:
+        for variant, flags in args.variants.items():
+            try:
+                hp = resolved_hparams(env_name, args.common_flags + flags)
+            except ConfigError as e:
+                p.error(f"{env_name}, variant {variant}: {e}")
+            if args.env_steps <= hp.initial_collect_steps:
+                p.error(
+                    f"--env_steps ({args.env_steps}) must exceed {env_name}'s "
+                    f"initial_collect_steps ({hp.initial_collect_steps}); nothing would train."
+                )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.report_only:
+        learning_report.write_report(args.out)
+        return 0
+    return sweep(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

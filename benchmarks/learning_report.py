@@ -1,0 +1,362 @@
+"""The learning benchmark's report: one table and one curve per env from OUT/runs.
+
+Reads every OUT/runs/<env>/<system>-<variant>/seed<N>/{results.csv,run.json}
+that `learning.py` left and writes OUT/summary.json, OUT/summary.md and
+OUT/<env>.png. Pure Python plus matplotlib; nothing here trains.
+
+Definitions (also printed under the table):
+  * return at a mark: the greedy eval return linearly interpolated at that many
+    env steps (evals fall every --eval_every env steps; ours logs the replay's
+    insert count when it pulls the weights it evaluates);
+  * seconds to a mark: wall time from the run's start (process start, so
+    start-up and warm-up are included) to the first eval at or past the mark;
+  * unstable: after some best return B (first eval F), three evals in a row
+    below F + (B - F) / 2, i.e. the run lost half of what it had learned;
+  * holds (InvertedPendulumBulletEnv-v0): after the first eval >= 1000, at
+    least 80% of the later evals >= 900.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+# Mean training-episode return of rl-baselines3-zoo's SAC runs (1 update per env
+# step, published monitor logs) at env steps: the issue's reference table.
+REFERENCE: Dict[str, Dict[int, float]] = {
+    "HalfCheetahBulletEnv-v0": {50_000: 518, 100_000: 582, 300_000: 1132, 1_000_000: 2792},
+    "AntBulletEnv-v0": {50_000: 416, 100_000: 569, 300_000: 1391, 1_000_000: 3073},
+    "HopperBulletEnv-v0": {50_000: 296, 100_000: 1145, 300_000: 1203, 1_000_000: 2603},
+    "Walker2DBulletEnv-v0": {50_000: 143, 100_000: 313, 300_000: 1682, 1_000_000: 2292},
+    "Pendulum-v1": {20_000: -157},
+}
+# Returns whose wall time to reach we report (the issue's time targets).
+TARGETS: Dict[str, float] = {
+    "HalfCheetahBulletEnv-v0": 500.0,
+    "Pendulum-v1": -200.0,
+    "InvertedPendulumBulletEnv-v0": 1000.0,
+    "AntBulletEnv-v0": 500.0,
+    "HopperBulletEnv-v0": 1000.0,
+    "Walker2DBulletEnv-v0": 300.0,
+}
+HOLD: Dict[str, Tuple[float, float, float]] = {
+    # env: (reach, hold at or above, share of later evals)
+    "InvertedPendulumBulletEnv-v0": (1000.0, 900.0, 0.8),
+}
+MARKS = (5_000, 10_000, 20_000, 30_000, 50_000, 100_000, 200_000, 300_000, 1_000_000)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    train_step: int
+    env_steps: int
+    average_return: float
+    wall_time: float
+
+
+@dataclasses.dataclass
+class Run:
+    env_name: str
+    group: str  # "<system>-<variant>"
+    seed: int
+    started: float
+    points: List[Point]
+    budget: int  # the sweep's env-step budget of this run
+
+
+def read_points(path: str) -> List[Point]:
+    """The rows of a results.csv (the evaluator's format), in env-step order."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    points = [
+        Point(
+            int(r["train_step"]),
+            int(r["env_steps"]),
+            float(r["average_return"]),
+            float(r["wall_time"]),
+        )
+        for r in rows
+    ]
+    return sorted(points, key=lambda p: p.env_steps)
+
+
+def load_runs(out: str) -> List[Run]:
+    """Every finished run under OUT/runs."""
+    runs = []
+    root = os.path.join(out, "runs")
+    if not os.path.isdir(root):
+        return runs
+    for env_name in sorted(os.listdir(root)):
+        for group in sorted(os.listdir(os.path.join(root, env_name))):
+            group_dir = os.path.join(root, env_name, group)
+            for seed_dir in sorted(os.listdir(group_dir)):
+                run = _load_run(env_name, group, os.path.join(group_dir, seed_dir))
+                if run is not None:
+                    runs.append(run)
+    return runs
+
+
+def _load_run(env_name: str, group: str, path: str) -> Optional[Run]:
+    try:
+        with open(os.path.join(path, "run.json")) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if record.get("status") != "done":
+        return None
+    points = read_points(os.path.join(path, "results.csv"))
+    seed = int(os.path.basename(path).removeprefix("seed"))
+    if not points:
+        return None
+    budget = int(record.get("env_steps_budget", points[-1].env_steps))
+    return Run(env_name, group, seed, float(record["started"]), points, budget)
+
+
+def return_at(points: Sequence[Point], env_steps: int) -> Optional[float]:
+    """The return interpolated at `env_steps`; None outside the evaluated range.
+
+    A mark up to 5% past the last eval takes the last eval: the learner may
+    finish its budget of SGD steps a little before the actors' inserts reach
+    the env-step budget (the rate limiter's error buffer lets it run ahead).
+    """
+    if points and points[-1].env_steps < env_steps <= points[-1].env_steps * 1.05:
+        return points[-1].average_return
+    if not points or env_steps < points[0].env_steps or env_steps > points[-1].env_steps:
+        return None
+    for before, after in zip(points, points[1:]):
+        if before.env_steps <= env_steps <= after.env_steps:
+            span = after.env_steps - before.env_steps
+            if span == 0:
+                return after.average_return
+            w = (env_steps - before.env_steps) / span
+            return before.average_return + w * (after.average_return - before.average_return)
+    return points[-1].average_return
+
+
+def seconds_to_steps(run: Run, env_steps: int) -> Optional[float]:
+    reached = next((p for p in run.points if p.env_steps >= env_steps), None)
+    if reached is None and return_at(run.points, env_steps) is not None:
+        reached = run.points[-1]
+    return None if reached is None else reached.wall_time - run.started
+
+
+def seconds_to_return(run: Run, target: float) -> Optional[float]:
+    reached = next((p for p in run.points if p.average_return >= target), None)
+    return None if reached is None else reached.wall_time - run.started
+
+
+def sgd_steps_per_s(run: Run) -> Optional[float]:
+    first, last = run.points[0], run.points[-1]
+    if last.wall_time <= first.wall_time or last.train_step <= first.train_step:
+        return None
+    return (last.train_step - first.train_step) / (last.wall_time - first.wall_time)
+
+
+def is_unstable(points: Sequence[Point], run_length: int = 3) -> bool:
+    """Three evals in a row below half of what the run had gained over its first eval."""
+    if len(points) < run_length + 1:
+        return False
+    first = points[0].average_return
+    best = first
+    below = 0
+    for p in points[1:]:
+        if p.average_return > best:
+            best, below = p.average_return, 0
+            continue
+        below = below + 1 if best > first and p.average_return < first + (best - first) / 2 else 0
+        if below >= run_length:
+            return True
+    return False
+
+
+def holds(points: Sequence[Point], reach: float, level: float, share: float) -> Optional[bool]:
+    """None if the run never reached `reach`; else whether it stayed at `level`."""
+    index = next((i for i, p in enumerate(points) if p.average_return >= reach - 1e-6), None)
+    if index is None:
+        return None
+    later = points[index + 1 :]
+    if not later:
+        return True
+    return sum(p.average_return >= level for p in later) / len(later) >= share
+
+
+def _stats(values: Sequence[Optional[float]]) -> Optional[dict]:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {
+        "median": statistics.median(present),
+        "min": min(present),
+        "max": max(present),
+        "n": len(present),
+    }
+
+
+def summarize_group(env_name: str, runs: List[Run]) -> dict:
+    """Median/min/max over seeds of everything the table shows, for one group."""
+    last = max(r.budget for r in runs)
+    marks = [m for m in MARKS if m < last] + [last]
+    summary = {
+        "seeds": sorted(r.seed for r in runs),
+        "env_steps": last,
+        "marks": {
+            str(m): {
+                "return": _stats([return_at(r.points, m) for r in runs]),
+                "seconds": _stats([seconds_to_steps(r, m) for r in runs]),
+            }
+            for m in marks
+        },
+        "final_return": _stats([r.points[-1].average_return for r in runs]),
+        "best_return": _stats([max(p.average_return for p in r.points) for r in runs]),
+        "sgd_steps_per_s": _stats([sgd_steps_per_s(r) for r in runs]),
+        "unstable_seeds": sorted(r.seed for r in runs if is_unstable(r.points)),
+    }
+    if env_name in TARGETS:
+        target = TARGETS[env_name]
+        times = [seconds_to_return(r, target) for r in runs]
+        summary["target_return"] = target
+        summary["seconds_to_target"] = _stats(times)
+        summary["reached_target"] = sum(t is not None for t in times)
+    if env_name in HOLD:
+        reach, level, share = HOLD[env_name]
+        summary["holds"] = {str(r.seed): holds(r.points, reach, level, share) for r in runs}
+    return summary
+
+
+def summarize(runs: List[Run]) -> Dict[str, Dict[str, dict]]:
+    by_group: Dict[Tuple[str, str], List[Run]] = {}
+    for run in runs:
+        by_group.setdefault((run.env_name, run.group), []).append(run)
+    result: Dict[str, Dict[str, dict]] = {}
+    for (env_name, group), group_runs in sorted(by_group.items()):
+        result.setdefault(env_name, {})[group] = summarize_group(env_name, group_runs)
+    return result
+
+
+def _fmt(stats: Optional[dict], digits: int = 0) -> str:
+    if stats is None:
+        return "–"
+    if stats["min"] == stats["max"]:
+        return f"{stats['median']:.{digits}f}"
+    return f"{stats['median']:.{digits}f} [{stats['min']:.{digits}f}, {stats['max']:.{digits}f}]"
+
+
+def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
+    """The report's tables, one per env."""
+    lines = ["# Learning benchmark", ""]
+    for env_name, groups in summary.items():
+        lines += [f"## {env_name}", ""]
+        marks = sorted({int(m) for g in groups.values() for m in g["marks"]})
+        reference = REFERENCE.get(env_name, {})
+        header = ["system-variant", "seeds"]
+        header += [f"return @{m / 1000:g}k" for m in marks]
+        header += ["final", "s to last mark", "SGD/s", "unstable"]
+        if env_name in TARGETS:
+            header.append(f"s to {TARGETS[env_name]:g}")
+        if env_name in HOLD:
+            header.append("holds 1000")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        if reference:
+            ref = ["SB3-zoo reference", ""]
+            ref += [f"{reference[m]:g}" if m in reference else "" for m in marks]
+            lines.append("| " + " | ".join(ref + [""] * (len(header) - len(ref))) + " |")
+        for group, g in groups.items():
+            lines.append("| " + " | ".join(_row(group, g, marks, env_name)) + " |")
+        lines.append("")
+    lines.append(
+        "Cells: median [min, max] over seeds. Returns: greedy evaluation, interpolated at "
+        "the mark. Seconds: wall time from the run's start to the first eval at or past the "
+        "mark (or the target return). Unstable: seeds that lost half of their gain over the "
+        "first eval for 3 evals in a row."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _row(group: str, g: dict, marks: List[int], env_name: str) -> List[str]:
+    cells = [group, ",".join(str(s) for s in g["seeds"])]
+    for m in marks:
+        cells.append(_fmt(g["marks"].get(str(m), {}).get("return")))
+    last = str(max(int(m) for m in g["marks"]))
+    cells += [
+        _fmt(g["final_return"]),
+        _fmt(g["marks"][last]["seconds"]),
+        _fmt(g["sgd_steps_per_s"]),
+        ",".join(str(s) for s in g["unstable_seeds"]) or "none",
+    ]
+    if env_name in TARGETS:
+        cells.append(f"{_fmt(g['seconds_to_target'])} ({g['reached_target']}/{len(g['seeds'])})")
+    if env_name in HOLD:
+        cells.append(
+            " ".join(
+                f"s{s}:{'-' if v is None else ('yes' if v else 'NO')}"
+                for s, v in g["holds"].items()
+            )
+        )
+    return cells
+
+
+def plot_env(env_name: str, runs: List[Run], path: str) -> str:
+    """Median line and min-max band per group over env steps, zoo reference points."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    groups: Dict[str, List[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.group, []).append(run)
+    for group, group_runs in sorted(groups.items()):
+        grid = sorted({p.env_steps for r in group_runs for p in r.points})
+        rows = [[return_at(r.points, x) for r in group_runs] for x in grid]
+        xs = [x for x, row in zip(grid, rows) if all(v is not None for v in row)]
+        rows = [row for row in rows if all(v is not None for v in row)]
+        if not xs:
+            continue
+        line = ax.plot(
+            xs, [statistics.median(r) for r in rows], label=f"{group} (n={len(group_runs)})"
+        )
+        ax.fill_between(
+            xs, [min(r) for r in rows], [max(r) for r in rows], alpha=0.2, color=line[0].get_color()
+        )
+    reference = REFERENCE.get(env_name)
+    if reference:
+        ax.scatter(
+            list(reference),
+            list(reference.values()),
+            marker="x",
+            color="black",
+            zorder=5,
+            label="SB3-zoo (monitor log)",
+        )
+    ax.set_xlabel("Environment steps")
+    ax.set_ylabel("Greedy evaluation return")
+    ax.set_title(f"{env_name}: median and min-max over seeds")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def write_report(out: str) -> dict:
+    """Rewrites OUT/summary.{json,md} and OUT/<env>.png from every finished run."""
+    runs = load_runs(out)
+    summary = summarize(runs)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(markdown(summary))
+    for env_name in summary:
+        plot_env(
+            env_name,
+            [r for r in runs if r.env_name == env_name],
+            os.path.join(out, f"{env_name}.png"),
+        )
+    return summary

@@ -1,0 +1,81 @@
+"""What every learning-benchmark runner shares: its arguments and its results file.
+
+The peers (`peer_stock.py`, `peer_sb3.py`) and our evaluator write the same
+results.csv (train_step, env_steps, average_return, average_episode_length,
+wall_time), so `learning.py` reads every run alike. This module imports
+neither TensorFlow nor torch nor sac_distributed: the SB3 peer runs in its own
+virtualenv (torch needs a newer typing_extensions than tf-agents pins).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+# The evaluator's header (sac_distributed.evaluation.RESULTS_HEADER), repeated
+# here because the SB3 peer cannot import sac_distributed; a test checks they agree.
+RESULTS_HEADER = (
+    "train_step",
+    "env_steps",
+    "average_return",
+    "average_episode_length",
+    "wall_time",
+)
+
+
+def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespace:
+    """The arguments `learning.py` passes to every peer runner."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--env_name", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--env_steps", type=int, required=True, help="total env steps, warm-up included")
+    p.add_argument("--eval_every", type=int, required=True, help="env steps between evaluations")
+    p.add_argument("--num_eval_episodes", type=int, required=True)
+    p.add_argument("--utd", type=float, default=1.0, help="SGD steps per env step after warm-up")
+    p.add_argument("--hparams_json", required=True, help="the resolved Hyperparams as JSON")
+    p.add_argument("--results", required=True, help="results.csv to append rows to")
+    args = p.parse_args(argv)
+    args.hparams = json.loads(args.hparams_json)
+    if args.env_steps <= args.hparams["initial_collect_steps"]:
+        p.error(
+            f"--env_steps ({args.env_steps}) must exceed initial_collect_steps "
+            f"({args.hparams['initial_collect_steps']}): nothing would be trained."
+        )
+    return args
+
+
+class ResultsWriter:
+    """Appends evaluation rows in the evaluator's format."""
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if not os.path.exists(path):
+            with open(path, "w", newline="") as f:
+                csv.writer(f).writerow(RESULTS_HEADER)
+
+    def add(self, train_step: int, env_steps: int, returns: List[float], lengths: List[float]):
+        row = (
+            int(train_step),
+            int(env_steps),
+            f"{sum(returns) / len(returns):.3f}",
+            f"{sum(lengths) / len(lengths):.1f}",
+            f"{time.time():.1f}",
+        )
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerow(row)
+        print(
+            f"eval env_steps={env_steps} train_step={train_step} return={row[2]}",
+            flush=True,
+        )
+
+
+def hparam(hparams: Dict[str, Any], name: str) -> Any:
+    """One hyperparameter, with a clear error when the JSON lacks it."""
+    if name not in hparams:
+        raise SystemExit(f"--hparams_json has no {name!r}; pass the full resolved Hyperparams.")
+    return hparams[name]

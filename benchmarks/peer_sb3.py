@@ -1,0 +1,138 @@
+"""Peer (b) of the learning benchmark: Stable-Baselines3 SAC with our hyperparameters.
+
+Runs in its own virtualenv (`make bench-sb3` builds benchmarks/.venv-sb3):
+torch requires typing_extensions >= 4.8 and tf-agents 0.19 pins 4.5.0, so the
+two cannot share one environment. The gym 0.23 / pybullet env is adapted to
+the gymnasium API that SB3 2.x speaks, keeping gym's time-limit flag as
+`truncated` so that SB3 bootstraps through time limits like we do.
+
+Mapped from our Hyperparams: learning rate (SB3 has one for actor, critics
+and temperature; ours must agree), buffer size, learning_starts =
+initial_collect_steps, batch size, tau, gamma, target update interval, network
+sizes (ReLU MLPs), gradient steps per env step (--utd), and the target entropy
+TF-Agents uses by default, -dim(A)/2, with the temperature starting at 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import numpy as np
+from peer_common import ResultsWriter, hparam, parse_args
+
+
+def make_env(env_name: str, seed: int):
+    """A gymnasium.Env around `gym.make(env_name)` (gym 0.23, pybullet registered)."""
+    import gym
+    import gymnasium
+
+    if "Bullet" in env_name:
+        import pybullet_envs  # noqa: F401  (registers the pybullet ids with gym)
+
+    class GymToGymnasium(gymnasium.Env):
+        def __init__(self) -> None:
+            self.env = gym.make(env_name)
+            self.env.seed(seed)
+            self.env.action_space.seed(seed)
+            self.observation_space = _box(gymnasium, self.env.observation_space)
+            self.action_space = _box(gymnasium, self.env.action_space)
+
+        def reset(self, *, seed=None, options=None):
+            if seed is not None:
+                self.env.seed(seed)
+            return np.asarray(self.env.reset(), np.float32), {}
+
+        def step(self, action):
+            obs, reward, done, info = self.env.step(action)
+            truncated = bool(info.get("TimeLimit.truncated", False))
+            return (
+                np.asarray(obs, np.float32),
+                float(reward),
+                done and not truncated,
+                truncated,
+                info,
+            )
+
+    return GymToGymnasium()
+
+
+def _box(gymnasium, space):
+    return gymnasium.spaces.Box(
+        low=space.low.astype(np.float32), high=space.high.astype(np.float32), dtype=np.float32
+    )
+
+
+def evaluate(model, env, episodes: int) -> tuple:
+    """Greedy returns and lengths of `episodes` full episodes."""
+    returns: List[float] = []
+    lengths: List[float] = []
+    for _ in range(episodes):
+        obs, _ = env.reset()
+        total, length, done = 0.0, 0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            length += 1
+            done = terminated or truncated
+        returns.append(total)
+        lengths.append(length)
+    return returns, lengths
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv, __doc__.split("\n\n")[0])
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    hp = args.hparams
+    lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
+    if len(lrs) != 1:
+        raise SystemExit(f"SB3 SAC has one learning rate; these hparams have {sorted(lrs)}.")
+    env, eval_env = make_env(args.env_name, args.seed), make_env(args.env_name, args.seed + 10_000)
+    action_dim = int(np.prod(env.action_space.shape))
+    model = SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=lrs.pop(),
+        buffer_size=hparam(hp, "replay_buffer_capacity"),
+        learning_starts=hparam(hp, "initial_collect_steps"),
+        batch_size=hparam(hp, "batch_size"),
+        tau=hparam(hp, "target_update_tau"),
+        gamma=hparam(hp, "gamma"),
+        train_freq=1,
+        gradient_steps=max(1, int(round(args.utd))),
+        target_update_interval=hparam(hp, "target_update_period"),
+        ent_coef="auto_1.0",
+        target_entropy=-action_dim / 2.0,
+        policy_kwargs=dict(
+            net_arch=dict(
+                pi=list(hparam(hp, "actor_fc_layer_params")),
+                qf=list(hparam(hp, "critic_joint_fc_layer_params")),
+            )
+        ),
+        seed=args.seed,
+        device="cpu",
+        verbose=0,
+    )
+    writer = ResultsWriter(args.results)
+    start = hparam(hp, "initial_collect_steps")
+
+    class Evaluate(BaseCallback):
+        def _on_step(self) -> bool:
+            steps = self.num_timesteps
+            if steps >= start and (steps - start) % args.eval_every == 0:
+                returns, lengths = evaluate(self.model, eval_env, args.num_eval_episodes)
+                writer.add(self.model._n_updates, steps, returns, lengths)  # noqa: SLF001
+            return True
+
+    model.learn(total_timesteps=args.env_steps, callback=Evaluate())
+    if (args.env_steps - start) % args.eval_every:
+        returns, lengths = evaluate(model, eval_env, args.num_eval_episodes)
+        writer.add(model._n_updates, args.env_steps, returns, lengths)  # noqa: SLF001
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""benchmarks/learning.py: the plumbing and the table, on a tiny sweep (not returns).
+
+The tiny sweep trains Pendulum-v1 for a few hundred SGD steps with our real
+binaries (sac-launch) and the stock tutorial loop, two seeds each, then checks
+the layout of OUT, the report's tables and curves, that a second invocation
+resumes (runs nothing), and the errors for bad input.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+sys.path.insert(0, BENCH)
+
+import learning_report  # noqa: E402
+from learning_report import Point  # noqa: E402
+from peer_common import RESULTS_HEADER  # noqa: E402
+
+from sac_distributed.evaluation import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
+
+TINY = [
+    "--envs=Pendulum-v1",
+    "--seeds=0,1",
+    "--env_steps=900",
+    "--eval_every=200",
+    "--num_eval_episodes=1",
+    "--common_flags=--initial_collect_steps=300 --batch_size=32",
+    "--progress_s=5",
+]
+# Generous: four runs of TensorFlow start-up and a few hundred SGD steps, on a busy machine.
+SWEEP_TIMEOUT_S = 1800
+
+
+def _bench(*args: str, timeout_s: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, os.path.join(BENCH, "learning.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _points(*pairs, start_wall: float = 100.0):
+    return [
+        Point(train_step=i * 10, env_steps=s, average_return=r, wall_time=start_wall + i)
+        for i, (s, r) in enumerate(pairs)
+    ]
+
+
+def test_peers_write_the_evaluators_results_format():
+    assert RESULTS_HEADER == EVALUATOR_HEADER
+
+
+def test_return_at_interpolates_and_tolerates_a_short_last_eval():
+    points = _points((1000, 0.0), (2000, 100.0), (2990, 50.0))
+    assert learning_report.return_at(points, 1500) == pytest.approx(50.0)
+    assert learning_report.return_at(points, 2000) == pytest.approx(100.0)
+    assert learning_report.return_at(points, 3000) == pytest.approx(50.0)  # within 5%
+    assert learning_report.return_at(points, 500) is None
+    assert learning_report.return_at(points, 4000) is None
+
+
+def test_instability_is_three_evals_below_half_the_gain():
+    rises = [(i * 1000, r) for i, r in enumerate([0, 400, 800, 700, 600, 900])]
+    assert not learning_report.is_unstable(_points(*rises))
+    collapse = [(i * 1000, r) for i, r in enumerate([0, 400, 800, 300, 200, 100, 900])]
+    assert learning_report.is_unstable(_points(*collapse))
+    two_dips = [(i * 1000, r) for i, r in enumerate([0, 800, 300, 200, 800, 100, 350, 700])]
+    assert not learning_report.is_unstable(_points(*two_dips))
+    # Negative returns (Pendulum): the gain is measured from the first eval.
+    pendulum = [(i * 1000, r) for i, r in enumerate([-1500, -200, -900, -1000, -1200])]
+    assert learning_report.is_unstable(_points(*pendulum))
+
+
+def test_holds_needs_80_percent_of_later_evals_at_900():
+    reach = [(i, r) for i, r in enumerate([200, 1000, 1000, 950, 800, 1000, 1000])]
+    assert learning_report.holds(_points(*reach), 1000, 900, 0.8) is True
+    falls = [(i, r) for i, r in enumerate([200, 1000, 260, 106, 86, 1000])]
+    assert learning_report.holds(_points(*falls), 1000, 900, 0.8) is False
+    assert learning_report.holds(_points((0, 10), (1, 999)), 1000, 900, 0.8) is None
+
+
+@pytest.mark.slow
+def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    args = [*TINY, "--systems=ours,stock", f"--out={out}", f"--work_dir={work}"]
+    first = _bench(*args)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    assert "4 runs planned, 0 already done, 4 to run" in first.stdout
+
+    for group in ("ours-preset", "stock-preset"):
+        for seed in (0, 1):
+            run_dir = os.path.join(out, "runs", "Pendulum-v1", group, f"seed{seed}")
+            with open(os.path.join(run_dir, "run.json")) as f:
+                record = json.load(f)
+            assert record["status"] == "done" and record["env_steps_budget"] == 900
+            points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
+            assert len(points) >= 2, f"{group} seed {seed}: {points}"
+            assert points[-1].env_steps >= 0.95 * 900, f"{group} seed {seed}: {points[-1]}"
+    assert not os.path.exists(os.path.join(work, "Pendulum-v1", "ours-preset", "seed0")), (
+        "a finished run's scratch directory (checkpoints, replay) is deleted"
+    )
+
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)["Pendulum-v1"]
+    assert set(summary) == {"ours-preset", "stock-preset"}
+    for group in summary.values():
+        assert group["seeds"] == [0, 1]
+        final = group["marks"]["900"]["return"]
+        assert final["n"] == 2 and final["min"] <= final["median"] <= final["max"]
+        assert group["sgd_steps_per_s"]["median"] > 0
+        assert group["marks"]["900"]["seconds"]["median"] > 0
+        assert group["reached_target"] in (0, 1, 2)
+    table = open(os.path.join(out, "summary.md")).read()
+    assert "| ours-preset | 0,1 |" in table and "| stock-preset | 0,1 |" in table
+    assert "return @0.9k" in table and "s to -200" in table
+    with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    second = _bench(*args, timeout_s=600)
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert "4 runs planned, 4 already done, 0 to run" in second.stdout
+    assert "start " not in second.stdout
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path):
+    out = str(tmp_path / "out")
+    missing = _bench(*TINY, "--systems=sb3", f"--sb3_python={tmp_path}/none", f"--out={out}")
+    assert missing.returncode == 2
+    assert "make bench-sb3" in missing.stderr
+
+    short = _bench("--envs=Pendulum-v1", "--env_steps=500", f"--out={out}")
+    assert short.returncode == 2
+    assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short.stderr
+
+    bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
+    assert bad.returncode == 2
+    assert "batch_size must be a positive integer" in bad.stderr
+    assert not os.path.exists(os.path.join(out, "runs"))
