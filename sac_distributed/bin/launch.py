@@ -22,6 +22,9 @@ from sac_distributed.runtime import StopSignal
 flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
 flags.DEFINE_integer("port", 0, "Reverb server port (0 picks a free one).")
 flags.DEFINE_integer("num_envs", None, "Environments per actor.")
+flags.DEFINE_integer(
+    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
+)
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 flags.DEFINE_boolean("verbose", False, "Stream every log line, not only sac_distributed's.")
 FLAGS = flags.FLAGS
@@ -50,7 +53,7 @@ def _config_from_flags() -> config_lib.LaunchConfig:
         num_actors=FLAGS.num_actors,
         port=FLAGS.port,
         extra_flags=_forwarded(n for n in _common.SHARED_FLAGS if n not in _OWN_FLAGS),
-        actor_flags=_forwarded(["num_envs"]),
+        actor_flags=_forwarded(["num_envs", "variable_update_interval"]),
         learner_flags=_forwarded(["strategy"]),
         seed=FLAGS.seed,
     )
