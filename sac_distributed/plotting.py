@@ -69,12 +69,13 @@ def read_results(path: str) -> List[EvalPoint]:
 def plot_learning_curve(
     points: List[EvalPoint],
     output_path: str,
-    x: str = "train_step",
+    x: str = "env_steps",
     title: Optional[str] = None,
 ) -> str:
     """Writes a PNG: average return (top) and episode length (bottom) against `x`.
 
-    `x` is "train_step" or "env_steps". Returns `output_path`.
+    `x` is "env_steps" (default: how runs with other actor counts or update
+    ratios compare) or "train_step". Returns `output_path`.
     """
     if x not in X_AXES:
         raise ConfigError(f"x must be one of {X_AXES}, got {x!r}.")

@@ -92,3 +92,33 @@ def test_binary_plots_root_dir_results(tmp_path):
         timeout=120,
     )
     assert missing.returncode == 2 and "error: No results file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_binary_default_x_axis_is_env_steps(tmp_path):
+    root = str(tmp_path)
+    _write_results(root)
+    outputs = {}
+    for name, extra in (
+        ("default", []),
+        ("env_steps", ["--x=env_steps"]),
+        ("train", ["--x=train_step"]),
+    ):
+        outputs[name] = str(tmp_path / f"{name}.png")
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sac_distributed.bin.plot",
+                f"--root_dir={root}",
+                f"--output={outputs[name]}",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    read = {name: open(path, "rb").read() for name, path in outputs.items()}
+    assert read["default"] == read["env_steps"]
+    assert read["default"] != read["train"]

@@ -1,10 +1,11 @@
 """sac-plot: a learning-curve PNG from the evaluator's results.csv.
 
     sac-plot --root_dir=/tmp/sac                         # -> /tmp/sac/eval/learning_curve.png
-    sac-plot --results=/tmp/sac/eval/results.csv --output=curve.png --x=env_steps
+    sac-plot --results=/tmp/sac/eval/results.csv --output=curve.png --x=train_step
 
 Plots average return (and episode length) per evaluation against the train
-step or the environment steps collected so far.
+step or (the default) the environment steps collected so far, the axis on which
+runs with other actor counts, update ratios or libraries compare.
 """
 
 import os
@@ -16,7 +17,9 @@ from sac_distributed.bin import _common
 
 flags.DEFINE_string("results", None, "results.csv to plot (default: root_dir/eval/results.csv).")
 flags.DEFINE_string("output", None, "PNG to write (default: learning_curve.png beside results).")
-flags.DEFINE_enum("x", "train_step", list(plotting.X_AXES), "Quantity on the x axis.")
+flags.DEFINE_enum(
+    "x", "env_steps", list(plotting.X_AXES), "x axis: env steps (compare runs) or train steps."
+)
 flags.DEFINE_string("title", None, "Plot title.")
 FLAGS = flags.FLAGS
 
