@@ -1264,13 +1264,33 @@ class Reached:
     average_return: float
 
 
-def stock_time_to_return(s: Settings, hp: Hyperparams) -> Optional[Reached]:
-    """The TF-Agents SAC tutorial loop, in-process, until the target or the cap."""
-    start = time.monotonic()
-    deadline = start + 60.0 * s.max_minutes
-    collect_env = specs_lib.load_env(s.env_name, s.seed)
-    eval_env = specs_lib.load_env(s.env_name, s.seed + 10_000)
-    specs = specs_lib.env_specs(collect_env, s.env_name)
+@dataclasses.dataclass
+class StockTutorialLoop:
+    """The TF-Agents SAC tutorial's pieces, after its random initial collect.
+
+    `collect.run()` steps the env once with the collect policy into the
+    tutorial's table; `learner.run(iterations=n)` trains n steps on it.
+    """
+
+    agent: sac_agent.SacAgent
+    train_step: tf.Variable
+    collect: tfa_actor.Actor
+    learner: tfa_learner.Learner
+    observer: reverb_utils.ReverbAddTrajectoryObserver
+    server: reverb.Server
+    tmp: str
+
+    def close(self) -> None:
+        self.observer.close()
+        self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def make_stock_tutorial_loop(
+    collect_env: py_environment.PyEnvironment, env_name: str, hp: Hyperparams, seed: int
+) -> StockTutorialLoop:
+    """Builds the tutorial loop on `collect_env` and runs its random initial collect."""
+    specs = specs_lib.env_specs(collect_env, env_name)
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     agent = agent_lib.make_agent(specs, hp, train_step)
     server = reverb.Server([stock_table(hp.replay_buffer_capacity)], port=None)
@@ -1278,39 +1298,47 @@ def stock_time_to_return(s: Settings, hp: Hyperparams) -> Optional[Reached]:
         agent.collect_data_spec, sequence_length=2, table_name=STOCK_TABLE, local_server=server
     )
     observer = reverb_utils.ReverbAddTrajectoryObserver(buffer.py_client, STOCK_TABLE, 2, 1)
+    random_policy = random_py_policy.RandomPyPolicy(
+        collect_env.time_step_spec(), collect_env.action_spec(), seed=seed
+    )
+    tfa_actor.Actor(
+        collect_env,
+        random_policy,
+        train_step,
+        steps_per_run=hp.initial_collect_steps,
+        observers=[observer],
+    ).run()
+    collect = tfa_actor.Actor(
+        collect_env,
+        py_tf_eager_policy.PyTFEagerPolicy(agent.collect_policy, use_tf_function=True),
+        train_step,
+        steps_per_run=1,
+        observers=[observer],
+    )
     tmp = tempfile.mkdtemp(prefix="sac_bench_stock_")
+    learner = tfa_learner.Learner(
+        tmp,
+        train_step,
+        agent,
+        lambda: buffer.as_dataset(sample_batch_size=hp.batch_size, num_steps=2).prefetch(
+            STOCK_PREFETCH
+        ),
+    )
+    return StockTutorialLoop(agent, train_step, collect, learner, observer, server, tmp)
+
+
+def stock_time_to_return(s: Settings, hp: Hyperparams) -> Optional[Reached]:
+    """The TF-Agents SAC tutorial loop, in-process, until the target or the cap."""
+    start = time.monotonic()
+    deadline = start + 60.0 * s.max_minutes
+    collect_env = specs_lib.load_env(s.env_name, s.seed)
+    eval_env = specs_lib.load_env(s.env_name, s.seed + 10_000)
+    loop = make_stock_tutorial_loop(collect_env, s.env_name, hp, s.seed)
     try:
-        random_policy = random_py_policy.RandomPyPolicy(
-            collect_env.time_step_spec(), collect_env.action_spec(), seed=s.seed
-        )
-        tfa_actor.Actor(
-            collect_env,
-            random_policy,
-            train_step,
-            steps_per_run=hp.initial_collect_steps,
-            observers=[observer],
-        ).run()
-        collect = tfa_actor.Actor(
-            collect_env,
-            py_tf_eager_policy.PyTFEagerPolicy(agent.collect_policy, use_tf_function=True),
-            train_step,
-            steps_per_run=1,
-            observers=[observer],
-        )
-        learner = tfa_learner.Learner(
-            tmp,
-            train_step,
-            agent,
-            lambda: buffer.as_dataset(sample_batch_size=hp.batch_size, num_steps=2).prefetch(
-                STOCK_PREFETCH
-            ),
-        )
-        evaluate = _stock_evaluator(eval_env, agent, train_step, hp.num_eval_episodes)
-        return _stock_train_until(s, hp, start, deadline, collect, learner, evaluate)
+        evaluate = _stock_evaluator(eval_env, loop.agent, loop.train_step, hp.num_eval_episodes)
+        return _stock_train_until(s, hp, start, deadline, loop.collect, loop.learner, evaluate)
     finally:
-        observer.close()
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        loop.close()
 
 
 def _stock_evaluator(
