@@ -181,3 +181,27 @@ def test_a_true_termination_keeps_discount_zero():
         env.close()
     assert steps < 500
     assert discount == 0.0
+
+
+def _balance(observation) -> np.ndarray:
+    """A PD controller that keeps pybullet's pole up for the whole episode."""
+    x, vx, cos_theta, sin_theta, theta_dot = observation
+    theta = np.arctan2(sin_theta, cos_theta)
+    return np.clip([10 * theta + theta_dot + 0.1 * x + 0.3 * vx], -1, 1).astype(np.float32)
+
+
+def test_pybullet_pole_endings_reach_the_critic_as_they_happened():
+    """InvertedPendulumBullet: a balanced pole ends at the 1000-step limit with
+    discount 1 (bootstrap), a fallen pole ends early with discount 0 (terminal)."""
+    env = specs_lib.load_env("InvertedPendulumBulletEnv-v0", seed=0)
+    try:
+        time_step, steps = env.reset(), 0
+        while not time_step.is_last():
+            time_step = env.step(_balance(time_step.observation))
+            steps += 1
+        assert (steps, float(time_step.discount)) == (1000, 1.0)
+        env.reset()
+        steps, discount = _run_episode(env, lambda: np.ones(1, np.float32))
+        assert steps < 100 and discount == 0.0
+    finally:
+        env.close()
