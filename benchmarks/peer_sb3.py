@@ -10,7 +10,7 @@ Mapped from our Hyperparams: learning rate (SB3 has one for actor, critics
 and temperature; ours must agree), buffer size, learning_starts =
 initial_collect_steps, batch size, tau, gamma, target update interval, network
 sizes (ReLU MLPs), gradient steps per env step (--utd), and the target entropy
-TF-Agents uses by default, -dim(A)/2, with the temperature starting at 1.
+(unset: TF-Agents' default, -dim(A)/2), with the temperature starting at 1.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def _box(gymnasium, space):
     )
 
 
+def _target_entropy(hp: dict, action_dim: int) -> float:
+    """Ours: hparams' target_entropy, or TF-Agents' default -dim(A)/2 when unset."""
+    value = hp.get("target_entropy")
+    return -action_dim / 2.0 if value is None else float(value)
+
+
 def evaluate(model, env, episodes: int) -> tuple:
     """Greedy returns and lengths of `episodes` full episodes."""
     returns: List[float] = []
@@ -110,7 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         gradient_steps=max(1, int(round(args.utd))),
         target_update_interval=hparam(hp, "target_update_period"),
         ent_coef="auto_1.0",
-        target_entropy=-action_dim / 2.0,
+        target_entropy=_target_entropy(hp, action_dim),
         policy_kwargs=dict(
             net_arch=dict(
                 pi=list(hparam(hp, "actor_fc_layer_params")),

@@ -91,6 +91,7 @@ def make_agent(
         td_errors_loss_fn=tf.math.squared_difference,
         gamma=hparams.gamma,
         reward_scale_factor=hparams.reward_scale_factor,
+        target_entropy=hparams.target_entropy,
         train_step_counter=train_step,
     )
     agent.initialize()

@@ -59,6 +59,9 @@ class Hyperparams:
     # Rewards summed over n steps per replay transition (n-step returns; 1:
     # one-step SAC). Off-policy without correction, as in Acme's n-step adders.
     n_step: int = 1
+    # The policy entropy the learned temperature steers to. None: TF-Agents'
+    # default, -dim(A)/2; the SAC paper (and SB3) use -dim(A).
+    target_entropy: Optional[float] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -96,6 +99,13 @@ class Hyperparams:
             self.n_step <= MAX_N_STEP,
             f"n_step ({self.n_step}) is above {MAX_N_STEP}: returns over that many steps "
             "are mostly the behaviour policy's, not the learned one's (typical: 1 to 5).",
+        )
+        _require(
+            self.target_entropy is None
+            or (
+                isinstance(self.target_entropy, (int, float)) and math.isfinite(self.target_entropy)
+            ),
+            f"target_entropy must be a finite number or unset, got {self.target_entropy!r}.",
         )
         if self.samples_per_insert == 0:
             object.__setattr__(self, "samples_per_insert", None)

@@ -67,6 +67,12 @@ flags.DEFINE_integer(
     "n-step returns: each replay transition sums n discounted rewards (actors build them).",
 )
 flags.DEFINE_float(
+    "target_entropy",
+    None,
+    "Entropy the temperature steers the policy to (unset: TF-Agents' -dim(A)/2; the SAC "
+    "paper and SB3 use -dim(A)).",
+)
+flags.DEFINE_float(
     "samples_per_insert",
     None,
     "Samples per inserted transition held by SampleToInsertRatio (0: MinSize, no ratio).",
