@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from proc_utils import DEADLINE_S
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,7 @@ def _no_children_left(root_dir: str) -> bool:
 def test_launch_trains_and_reports_eval_returns(tmp_path):
     root = str(tmp_path / "run")
     proc = _launch([f"--root_dir={root}", "--num_actors=2", *TINY])
-    out, _ = proc.communicate(timeout=400)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, out[-4000:]
     assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
     assert "Eval at train_step 200" in out
@@ -59,11 +60,11 @@ def test_launch_trains_and_reports_eval_returns(tmp_path):
 def test_launch_reports_failing_child(tmp_path):
     root = str(tmp_path / "bad")
     proc = _launch([f"--root_dir={root}", "--env_name=NoSuchEnv-v0", *TINY])
-    out, _ = proc.communicate(timeout=200)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 1, out[-4000:]
     assert "exited with code 2; its last lines:" in out
     assert "Unknown environment 'NoSuchEnv-v0'" in out
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + DEADLINE_S
     while not _no_children_left(root) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _no_children_left(root)
@@ -73,7 +74,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     root = str(tmp_path / "interrupted")
     proc = _launch([f"--root_dir={root}", *TINY[1:], "--num_iterations=1000000"])
     # Wait until training is under way, reading output as it comes.
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + DEADLINE_S
     seen = []
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -82,7 +83,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
             break
     assert any("Eval at train_step" in line for line in seen), "".join(seen)[-3000:]
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=150)
+    rest, _ = proc.communicate(timeout=DEADLINE_S)
     out = "".join(seen) + rest
     assert proc.returncode == 0, out[-4000:]
     assert "stopped on request" in out
