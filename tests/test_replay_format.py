@@ -97,6 +97,7 @@ def test_writer_counts_transitions_and_drops_a_partial_item(k_server, env_specs)
     assert writer.items_written == 5 * K  # complete items only
     # The last 3 rows never fill an item: close() drops and reports them.
     assert writer.close() == 3
+    assert writer.transitions_incomplete == 3 and writer.transitions_unconfirmed == 0
     assert writer.items_written == writer.transitions_written == 5 * K
     info = replay.table_info(client, replay.REPLAY_TABLE)
     assert info.current_size == 5
@@ -126,6 +127,9 @@ def test_close_without_waiting_returns_at_once_from_a_closed_rate_limiter(new_se
         assert result["dropped"] > 0
         stored = replay.stored_transitions(replay.table_info(client, replay.REPLAY_TABLE))
         assert writer.transitions_written == stored  # counts only what landed
+        # What the limiter held back was sent but never acknowledged: unconfirmed.
+        assert writer.transitions_unconfirmed == result["dropped"] - writer.transitions_incomplete
+        assert writer.transitions_unconfirmed > 0
     finally:
         server.stop()
 
