@@ -16,24 +16,51 @@ from absl import logging
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
+from sac_distributed.errors import PortInUseError
 from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
-from sac_distributed.runtime import Metrics
+from sac_distributed.runtime import Metrics, port_in_use
 
 REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 SERVER_SUMMARY_DIR = "server"
 
 
 def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Server:
-    """A started Reverb server, restored from root_dir's replay checkpoint if any."""
+    """A started Reverb server, restored from root_dir's replay checkpoint if any.
+
+    Raises PortInUseError when something already listens on the port: gRPC
+    binds with SO_REUSEPORT, so a second server would otherwise start beside
+    the first and share its connections.
+    """
     validate_server_config(config)
+    port = port if port is not None else (config.port or portpicker.pick_unused_port())
+    check_port_free(port)
     specs = specs_lib.specs_for(config.env_name)
     checkpoint_dir = os.path.join(config.root_dir, REPLAY_CHECKPOINT_DIR)
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
     return reverb.Server(
         tables=make_tables(config, specs),
-        port=port if port is not None else (config.port or portpicker.pick_unused_port()),
+        port=port,
         checkpointer=checkpointer,
+    )
+
+
+def check_port_free(port: int) -> None:
+    """Raises PortInUseError, naming what holds `port`, if anything listens on it."""
+    if port_in_use(port):
+        raise PortInUseError(_port_in_use_message(port))
+
+
+def _port_in_use_message(port: int) -> str:
+    try:
+        tables = sorted(reverb.Client(f"localhost:{port}").server_info(timeout=3))
+    except (reverb.errors.DeadlineExceededError, RuntimeError):
+        holder = "another program (not a Reverb server)"
+    else:
+        holder = f"another Reverb server (tables {', '.join(tables)})"
+    return (
+        f"Port {port} is already in use by {holder}. Stop it first, or start this server "
+        "with another --port (0 picks a free one)."
     )
 
 
