@@ -51,6 +51,8 @@ def test_launch_trains_and_reports_eval_returns(tmp_path):
     # Progress of the initial collect (the first actor to check finds the table empty).
     assert re.search(r"\[actor_\d\].*initial collect with random actions, replay holds", out)
     assert "training finished; every job exited 0" in out
+    # While jobs shut down, the launcher says whom it waits for.
+    assert "sac-launch: waiting for server to write its replay checkpoint and stop" in out
     assert "Eval return:" in out and "at train_step 200" in out.split("Eval return:")[-1]
     for name in ("server", "learner", "actor_0", "actor_1", "evaluator"):
         assert os.path.getsize(os.path.join(root, "logs", f"{name}.log")) > 0
@@ -87,6 +89,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     out = "".join(seen) + rest
     assert proc.returncode == 0, out[-4000:]
     assert "stopped on request" in out
+    assert re.search(r"sac-launch: waiting for [a-z_0-9, ]*learner", out), out[-3000:]
     assert _no_children_left(root)
     # The learner's graceful stop leaves a checkpoint and exported policies behind.
     assert any(f.endswith(".index") for f in os.listdir(os.path.join(root, "train", "checkpoints")))
