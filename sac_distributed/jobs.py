@@ -13,7 +13,7 @@ from typing import Callable, List
 from absl import logging
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import replay
+from sac_distributed import ownership, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop, ActorStats
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
@@ -88,20 +88,56 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
 
 
 def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
-    """Trains to num_iterations (or a stop), checkpointing and exporting on the way."""
+    """Trains to num_iterations (or a stop), checkpointing and exporting on the way.
+
+    Refuses to start while another learner owns the run (ownership.py).
+    """
     specs = specs_lib.specs_for(config.env_name)
-    connection = _connect(config.client, should_stop, "learner")
-    _check_signatures(specs, config.hparams, connection, "learner")
+    me = ownership.Claim.mine()
+    lock = ownership.RootDirLock(config.root_dir, me)
+    lock.acquire()
+    try:
+        if lock.previous is not None:  # a dead learner's lease can be taken over at once
+            me = dataclasses.replace(me, previous_token=lock.previous.token)
+        connection = _connect(config.client, should_stop, "learner")
+        _check_signatures(specs, config.hparams, connection, "learner")
+        lease = _acquire_lease(config, connection, me, should_stop)
+        if lease is False:
+            return LearnerResult(0, 0.0, float("nan"), "stop signal")
+        try:
+            return _train(config, specs, connection, should_stop, lease)
+        finally:
+            if lease is not None:
+                lease.release()
+    finally:
+        lock.release()
+
+
+def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_stop: StopFn):
+    """The server's lease on the run; None if the server grants none; False if stopped."""
+    if not ownership.has_lease_tables(connection.variables):
+        logging.info("The Reverb server grants no lease; only root_dir's lock guards this run.")
+        return None
+    lease = ownership.Lease(config.client.variable_container_server_address, me)
+    return lease if lease.acquire(should_stop) else False
+
+
+def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
     strategy = agent_lib.make_strategy(config.strategy, config.tpu)
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )
-    # What a later reader (sac-evaluate, the notebook) needs to rebuild the setting.
-    run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
-    write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
     metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
     try:
-        return LearnerLoop(config, specs, strategy, connection, metrics, should_stop).run()
+        check_owner = lease.check if lease is not None else None
+        loop = LearnerLoop(
+            config, specs, strategy, connection, metrics, should_stop, check_owner=check_owner
+        )
+        # What a later reader (sac-evaluate, the notebook) needs to rebuild the
+        # setting; written once this learner owns the run and its checkpoint loaded.
+        run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
+        write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
+        return loop.run()
     finally:
         metrics.close()
 

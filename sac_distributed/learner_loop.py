@@ -13,7 +13,7 @@ import glob
 import os
 import threading
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import reverb
@@ -73,8 +73,12 @@ class LearnerLoop:
         connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool] = lambda: False,
+        check_owner: Optional[Callable[[], None]] = None,
     ):
+        """`check_owner` raises when another learner took the run over (ownership.py);
+        it runs before every checkpoint, export and weight push."""
         self._config = config
+        self._check_owner = check_owner or (lambda: None)
         self._hp = config.hparams
         self._strategy = strategy
         self._connection = connection
@@ -403,6 +407,7 @@ class LearnerLoop:
 
     def _periodic(self, losses) -> None:
         """Event work at this step; local files first, so a server loss skips none."""
+        self._check_owner()
         step = self.step
         if step % self._config.checkpoint_interval == 0:
             self.save_checkpoint()
@@ -512,6 +517,7 @@ class LearnerLoop:
         logging.info("Exported policies at train_step %d to %s.", step, root)
 
     def _finish(self, reason: str) -> LearnerResult:
+        self._check_owner()
         self.save_checkpoint()
         self.export_policies()
         self._publish_final(done=reason == "num_iterations reached")

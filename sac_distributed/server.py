@@ -14,6 +14,7 @@ import portpicker
 import reverb
 from absl import logging
 
+from sac_distributed import ownership
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import PortInUseError
@@ -39,7 +40,7 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
     return reverb.Server(
-        tables=make_tables(config, specs),
+        tables=make_tables(config, specs) + ownership.make_tables(),
         port=port,
         checkpointer=checkpointer,
     )
@@ -72,6 +73,7 @@ class ServerLoop:
         self._server = server
         self._client = server.localhost_client()
         self._metrics = metrics
+        self._arbiter = ownership.LeaseArbiter(self._client)
 
     def run(self, should_stop: Callable[[], bool], wait: Callable[[float], bool]) -> None:
         last_stats = last_ckpt = time.monotonic()
@@ -80,6 +82,7 @@ class ServerLoop:
         interval = self._config.replay_checkpoint_interval_s
         while not should_stop():
             wait(min(1.0, self._config.stats_interval_s))
+            self._arbiter.tick()
             now = time.monotonic()
             if now - last_stats >= self._config.stats_interval_s:
                 prev = self._log_stats(prev, now - last_stats, int(now - start))
