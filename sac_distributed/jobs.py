@@ -7,6 +7,8 @@ call in-process; each returns when its loop ends and cleans up after itself.
 from __future__ import annotations
 
 import dataclasses
+import glob
+import json
 import os
 from typing import Callable, List
 
@@ -18,13 +20,22 @@ from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop, ActorStats
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.connection import Connection
+from sac_distributed.errors import ConfigError
 from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
-from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
+from sac_distributed.learner_loop import CHECKPOINT_DIR, TRAIN_DIR, LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics, write_json
 from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
 
 COLLECT_DIR = "collect"
 RUN_INFO_FILE = "run_info.json"  # read by sac-evaluate to find the env name
+# Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
+# the inputs its weights expect. Changing one on a restart is refused.
+CHECKPOINT_BOUND_HPARAMS = (
+    "actor_fc_layer_params",
+    "critic_joint_fc_layer_params",
+    "transitions_per_item",
+    "normalize_observations",
+)
 StopFn = Callable[[], bool]
 
 
@@ -94,6 +105,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     """
     specs = specs_lib.specs_for(config.env_name)
     me = ownership.Claim.mine()
+    check_settings_match_checkpoint(config)
     lock = ownership.RootDirLock(config.root_dir, me)
     lock.acquire()
     try:
@@ -111,6 +123,43 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
                 lease.release()
     finally:
         lock.release()
+
+
+def check_settings_match_checkpoint(config: LearnerConfig) -> None:
+    """Refuses settings that differ from those the root_dir's checkpoints were written with.
+
+    Reads run_info.json (written by the learner that wrote the checkpoints)
+    before anything connects or is written, and names each difference.
+    """
+    path = os.path.join(config.root_dir, RUN_INFO_FILE)
+    checkpoints = glob.glob(os.path.join(config.root_dir, CHECKPOINT_DIR, "ckpt-*.index"))
+    if not checkpoints or not os.path.exists(path):
+        return
+    with open(path) as f:
+        recorded = json.load(f)
+    asked = dataclasses.asdict(config.hparams)
+    differences = []
+    if recorded.get("env_name", config.env_name) != config.env_name:
+        differences.append(f"env_name={recorded['env_name']}, you asked {config.env_name}")
+    for name in CHECKPOINT_BOUND_HPARAMS:
+        had = recorded.get("hparams", {}).get(name)
+        if had is not None and _same_value(had) != _same_value(asked[name]):
+            differences.append(f"{name}={_shown(had)}, you asked {_shown(asked[name])}")
+    if differences:
+        raise ConfigError(
+            f"The checkpoint in {config.root_dir} has " + "; it has ".join(differences) + ". "
+            "Pass the checkpoint's values to resume it, or use a new --root_dir for new settings."
+        )
+
+
+def _same_value(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_stop: StopFn):

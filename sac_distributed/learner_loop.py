@@ -141,7 +141,9 @@ class LearnerLoop:
             try:
                 self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as error:  # any unreadable file; an older one restores in full
-                reason = str(error).splitlines()[0][:200]
+                reason = str(error).splitlines()[0][:300]
+                if _SHAPE_MISMATCH in reason:
+                    raise _other_networks_error(path, reason) from None
                 failures.append(f"{path}: {type(error).__name__}: {reason}")
                 logging.warning(
                     "Checkpoint %s is unreadable (%s); trying an older one.", path, reason
@@ -566,6 +568,18 @@ def format_duration(seconds: float) -> str:
     if minutes:
         return f"{minutes} min {secs} s"
     return f"{secs} s"
+
+
+_SHAPE_MISMATCH = "incompatible tensor with shape"
+
+
+def _other_networks_error(path: str, reason: str) -> CheckpointError:
+    """A readable checkpoint of other network sizes (without run_info.json to name them)."""
+    return CheckpointError(
+        f"The checkpoint {path} is readable but was written with other network sizes "
+        f"({reason}). Pass the actor_fc_layer_params and critic_joint_fc_layer_params it was "
+        "trained with, or use a new --root_dir for new sizes."
+    )
 
 
 def _has_normalizer(path: str) -> bool:

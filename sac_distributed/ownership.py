@@ -323,7 +323,10 @@ class RootDirLock:
         self._file = handle
 
     def release(self) -> None:
+        """Empties the file (a clean stop leaves no owner to take over from) and unlocks."""
         if self._file is not None:
+            self._file.seek(0)
+            self._file.truncate()
             self._file.close()  # closing releases the flock
             self._file = None
 
