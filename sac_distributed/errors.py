@@ -29,6 +29,10 @@ class CheckpointError(RuntimeError):
     """No checkpoint in the learner's directory can be read."""
 
 
+class ReplayCheckpointError(RuntimeError):
+    """Replay checkpoints exist but none can be read."""
+
+
 class PortInUseError(OSError):
     """Another server (Reverb or not) already listens on the requested port."""
 
@@ -45,4 +49,5 @@ USER_ERRORS = (
     CheckpointError,
     PortInUseError,
     RunOwnedError,
+    ReplayCheckpointError,
 )

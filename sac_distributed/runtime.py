@@ -17,12 +17,17 @@ from absl import logging
 class StopSignal:
     """Turns SIGTERM/SIGINT into a flag that loops poll between steps.
 
-    The first signal asks for a graceful stop (flush, checkpoint, exit 0);
-    a second one restores the default handler so that it ends the process.
+    The first signal asks for a graceful stop (flush, checkpoint, exit 0). A
+    second one ends the process at once, unless `finishing` names final work
+    that must not be cut short (the replay checkpoint, the learner's last
+    checkpoint): `timeout`, Docker and Kubernetes send SIGTERM to the process
+    and then to its group, and only SIGKILL after their grace period should
+    end such a job.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, finishing: Optional[str] = None) -> None:
         self._event = threading.Event()
+        self._finishing = finishing
 
     def install(self) -> StopSignal:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -30,9 +35,19 @@ class StopSignal:
         return self
 
     def _handle(self, signum: int, _frame) -> None:
-        logging.info("Received %s: stopping gracefully.", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self._event.is_set() and self._finishing:
+            logging.warning(
+                "Received %s again: still %s; it is not interrupted (SIGKILL ends the "
+                "process at once, without it).",
+                name,
+                self._finishing,
+            )
+            return
+        logging.info("Received %s: stopping gracefully.", name)
         self._event.set()
-        signal.signal(signum, signal.SIG_DFL)
+        if not self._finishing:
+            signal.signal(signum, signal.SIG_DFL)
 
     def set(self) -> None:
         self._event.set()

@@ -6,7 +6,6 @@ config, so it needs no learner and no exported policy to start.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Optional
 
@@ -19,9 +18,9 @@ from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import PortInUseError
 from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
+from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
 from sac_distributed.runtime import Metrics, port_in_use
 
-REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 SERVER_SUMMARY_DIR = "server"
 
 
@@ -36,14 +35,13 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     port = port if port is not None else (config.port or portpicker.pick_unused_port())
     check_port_free(port)
     specs = specs_lib.specs_for(config.env_name)
-    checkpoint_dir = os.path.join(config.root_dir, REPLAY_CHECKPOINT_DIR)
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
-    return reverb.Server(
-        tables=make_tables(config, specs) + ownership.make_tables(),
-        port=port,
-        checkpointer=checkpointer,
-    )
+    checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
+
+    def build(checkpointer) -> reverb.Server:
+        tables = make_tables(config, specs) + ownership.make_tables()
+        return reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
+
+    return restore_server(checkpoints, build, config.replay_start_empty)
 
 
 def check_port_free(port: int) -> None:
@@ -74,6 +72,7 @@ class ServerLoop:
         self._client = server.localhost_client()
         self._metrics = metrics
         self._arbiter = ownership.LeaseArbiter(self._client)
+        self._checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
 
     def run(self, should_stop: Callable[[], bool], wait: Callable[[float], bool]) -> None:
         last_stats = last_ckpt = time.monotonic()
@@ -127,6 +126,8 @@ class ServerLoop:
         return size, inserts, samples
 
     def checkpoint(self) -> str:
-        path = self._client.checkpoint()
-        logging.info("Replay checkpoint written to %s.", path)
+        """Writes a replay checkpoint; the previous ones stay until it is complete."""
+        start = time.monotonic()
+        path = self._checkpoints.adopt(self._client.checkpoint())
+        logging.info("Replay checkpoint written to %s (%.1f s).", path, time.monotonic() - start)
         return path

@@ -460,7 +460,11 @@ def test_evaluator_wrote_results(compose_run):
 
 def test_server_checkpointed_the_replay_on_sigterm(compose_run):
     checkpoints = compose_run.root_dir / "replay_checkpoints"
-    written = sorted(p.name for p in checkpoints.iterdir()) if checkpoints.is_dir() else []
+    written = (
+        sorted(p.name for p in checkpoints.iterdir() if not p.name.startswith("."))
+        if checkpoints.is_dir()
+        else []
+    )
     log = read(str(compose_run.procs[SERVER_SERVICE].log))
     assert written, f"no replay checkpoint in {checkpoints}:\n" + compose_run.tails(SERVER_SERVICE)
     # Written on the way out, after SIGTERM (the periodic interval is far longer).
