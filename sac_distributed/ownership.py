@@ -210,10 +210,19 @@ class Lease:
         deadline = time.monotonic() + LEASE_TIMEOUT_S + 60
         next_claim = 0.0
         while not should_stop():
-            if time.monotonic() >= next_claim:
-                _write(client, CLAIMS_TABLE, self._me)
-                next_claim = time.monotonic() + HEARTBEAT_INTERVAL_S
-            owner = read_owner(client)
+            try:
+                if time.monotonic() >= next_claim:
+                    _write(client, CLAIMS_TABLE, self._me)
+                    next_claim = time.monotonic() + HEARTBEAT_INTERVAL_S
+                owner = read_owner(client)
+            except _CLIENT_ERRORS as error:  # the server is busy or restarting: try again
+                logging.warning("Claiming the run's lease failed (%s); retrying.", error)
+                client = reverb.Client(self._address)
+                owner = None
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+                continue
             if owner is not None and owner.token == self._me.token:
                 self._start_heartbeat()
                 return True

@@ -81,7 +81,7 @@ class ServerLoop:
         interval = self._config.replay_checkpoint_interval_s
         while not should_stop():
             wait(min(1.0, self._config.stats_interval_s))
-            self._arbiter.tick()
+            self._tick_arbiter()
             now = time.monotonic()
             if now - last_stats >= self._config.stats_interval_s:
                 prev = self._log_stats(prev, now - last_stats, int(now - start))
@@ -91,6 +91,12 @@ class ServerLoop:
                 last_ckpt = now
         self.checkpoint()
         self._metrics.flush()
+
+    def _tick_arbiter(self) -> None:
+        try:
+            self._arbiter.tick()
+        except (reverb.errors.DeadlineExceededError, RuntimeError) as error:  # a busy machine
+            logging.warning("Learner lease bookkeeping skipped a beat: %s", error)
 
     def _counts(self):
         info = self._client.server_info()[REPLAY_TABLE]
