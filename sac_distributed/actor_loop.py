@@ -40,7 +40,10 @@ class ActorStats:
 
     env_steps: int = 0
     transitions_written: int = 0  # confirmed by the server
-    transitions_dropped: int = 0  # unconfirmed at exit, or lost with a server
+    # Sent, but not acknowledged when the writer closed (at exit, or when the
+    # server went away): the server may hold them; its insert count decides.
+    transitions_unconfirmed: int = 0
+    transitions_dropped: int = 0  # never sent: rows of an incomplete last item
     reconnects: int = 0
     episodes: int = 0
     dropped_non_finite: int = 0
@@ -122,7 +125,24 @@ class ActorLoop:
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
         )
+        self._log_counts()
         return self.stats
+
+    def _log_counts(self) -> None:
+        """Says in words what the counts mean, so none reads as a loss that wasn't."""
+        stats = self.stats
+        text = f"{stats.transitions_written} transitions confirmed by the server"
+        if stats.transitions_unconfirmed:
+            text += (
+                f", {stats.transitions_unconfirmed} sent but unconfirmed when the actor "
+                "stopped (the server may hold them; its insert count is the authority)"
+            )
+        if stats.transitions_dropped:
+            text += (
+                f", {stats.transitions_dropped} never sent (the rows of an incomplete last "
+                f"item of {self._writer.transitions_per_item})"
+            )
+        logging.info("Actor %d: %s.", self._config.task, text)
 
     def _open_writers(self) -> None:
         # Checks that the server's table stores the same transitions_per_item.
@@ -151,9 +171,10 @@ class ActorLoop:
 
     def _close_writer(self, timeout_ms: int) -> None:
         """Closes the writer and books what it wrote (and dropped) into the stats."""
-        dropped = self._writer.close(timeout_ms=timeout_ms)
-        self.stats.transitions_written += self._writer.items_written
-        self.stats.transitions_dropped += dropped
+        self._writer.close(timeout_ms=timeout_ms)
+        self.stats.transitions_written += self._writer.transitions_written
+        self.stats.transitions_unconfirmed += self._writer.transitions_unconfirmed
+        self.stats.transitions_dropped += self._writer.transitions_incomplete
         self._container.close()
 
     def _wait_for_replay_capacity(self) -> None:

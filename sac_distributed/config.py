@@ -174,6 +174,8 @@ class ServerConfig:
     samples_per_insert_error_buffer: Optional[float] = None  # None: derived, always valid
     stats_interval_s: float = 30.0  # seconds between table-size log lines
     replay_checkpoint_interval_s: float = 600.0  # 0 disables periodic replay checkpoints
+    replay_checkpoints_to_keep: int = 2  # older ones are the fallback for a damaged newest
+    replay_start_empty: bool = False  # start empty when no replay checkpoint is readable
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
@@ -184,6 +186,7 @@ class ServerConfig:
             "replay_checkpoint_interval_s must be >= 0 (0 disables periodic checkpoints), "
             f"got {self.replay_checkpoint_interval_s}.",
         )
+        _require_positive_int("replay_checkpoints_to_keep", self.replay_checkpoints_to_keep)
         spi = self.hparams.samples_per_insert
         if spi is not None:
             validate_rate_limit(spi, self.samples_per_insert_error_buffer)

@@ -29,10 +29,25 @@ class CheckpointError(RuntimeError):
     """No checkpoint in the learner's directory can be read."""
 
 
+class ReplayCheckpointError(RuntimeError):
+    """Replay checkpoints exist but none can be read."""
+
+
+class PortInUseError(OSError):
+    """Another server (Reverb or not) already listens on the requested port."""
+
+
+class RunOwnedError(RuntimeError):
+    """Another learner owns this run (its root_dir lock or the server's lease)."""
+
+
 USER_ERRORS = (
     ConfigError,
     ServerUnreachableError,
     SignatureMismatchError,
     NonFiniteLossError,
     CheckpointError,
+    PortInUseError,
+    RunOwnedError,
+    ReplayCheckpointError,
 )

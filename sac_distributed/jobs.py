@@ -7,24 +7,35 @@ call in-process; each returns when its loop ends and cleans up after itself.
 from __future__ import annotations
 
 import dataclasses
+import glob
+import json
 import os
 from typing import Callable, List
 
 from absl import logging
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import replay
+from sac_distributed import ownership, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop, ActorStats
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.connection import Connection
+from sac_distributed.errors import ConfigError
 from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
-from sac_distributed.learner_loop import TRAIN_DIR, LearnerLoop, LearnerResult
+from sac_distributed.learner_loop import CHECKPOINT_DIR, TRAIN_DIR, LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics, write_json
 from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
 
 COLLECT_DIR = "collect"
 RUN_INFO_FILE = "run_info.json"  # read by sac-evaluate to find the env name
+# Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
+# the inputs its weights expect. Changing one on a restart is refused.
+CHECKPOINT_BOUND_HPARAMS = (
+    "actor_fc_layer_params",
+    "critic_joint_fc_layer_params",
+    "transitions_per_item",
+    "normalize_observations",
+)
 StopFn = Callable[[], bool]
 
 
@@ -88,20 +99,94 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
 
 
 def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
-    """Trains to num_iterations (or a stop), checkpointing and exporting on the way."""
+    """Trains to num_iterations (or a stop), checkpointing and exporting on the way.
+
+    Refuses to start while another learner owns the run (ownership.py).
+    """
     specs = specs_lib.specs_for(config.env_name)
-    connection = _connect(config.client, should_stop, "learner")
-    _check_signatures(specs, config.hparams, connection, "learner")
+    me = ownership.Claim.mine()
+    check_settings_match_checkpoint(config)
+    lock = ownership.RootDirLock(config.root_dir, me)
+    lock.acquire()
+    try:
+        if lock.previous is not None:  # a dead learner's lease can be taken over at once
+            me = dataclasses.replace(me, previous_token=lock.previous.token)
+        connection = _connect(config.client, should_stop, "learner")
+        _check_signatures(specs, config.hparams, connection, "learner")
+        lease = _acquire_lease(config, connection, me, should_stop)
+        if lease is False:
+            return LearnerResult(0, 0.0, float("nan"), "stop signal")
+        try:
+            return _train(config, specs, connection, should_stop, lease)
+        finally:
+            if lease is not None:
+                lease.release()
+    finally:
+        lock.release()
+
+
+def check_settings_match_checkpoint(config: LearnerConfig) -> None:
+    """Refuses settings that differ from those the root_dir's checkpoints were written with.
+
+    Reads run_info.json (written by the learner that wrote the checkpoints)
+    before anything connects or is written, and names each difference.
+    """
+    path = os.path.join(config.root_dir, RUN_INFO_FILE)
+    checkpoints = glob.glob(os.path.join(config.root_dir, CHECKPOINT_DIR, "ckpt-*.index"))
+    if not checkpoints or not os.path.exists(path):
+        return
+    with open(path) as f:
+        recorded = json.load(f)
+    asked = dataclasses.asdict(config.hparams)
+    differences = []
+    if recorded.get("env_name", config.env_name) != config.env_name:
+        differences.append(f"env_name={recorded['env_name']}, you asked {config.env_name}")
+    for name in CHECKPOINT_BOUND_HPARAMS:
+        had = recorded.get("hparams", {}).get(name)
+        if had is not None and _same_value(had) != _same_value(asked[name]):
+            differences.append(f"{name}={_shown(had)}, you asked {_shown(asked[name])}")
+    if differences:
+        raise ConfigError(
+            f"The checkpoint in {config.root_dir} has " + "; it has ".join(differences) + ". "
+            "Pass the checkpoint's values to resume it, or use a new --root_dir for new settings."
+        )
+
+
+def _same_value(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_stop: StopFn):
+    """The server's lease on the run; None if the server grants none; False if stopped."""
+    if not ownership.has_lease_tables(connection.variables):
+        logging.info("The Reverb server grants no lease; only root_dir's lock guards this run.")
+        return None
+    lease = ownership.Lease(config.client.variable_container_server_address, me)
+    return lease if lease.acquire(should_stop) else False
+
+
+def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
     strategy = agent_lib.make_strategy(config.strategy, config.tpu)
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )
-    # What a later reader (sac-evaluate, the notebook) needs to rebuild the setting.
-    run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
-    write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
     metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
     try:
-        return LearnerLoop(config, specs, strategy, connection, metrics, should_stop).run()
+        check_owner = lease.check if lease is not None else None
+        loop = LearnerLoop(
+            config, specs, strategy, connection, metrics, should_stop, check_owner=check_owner
+        )
+        # What a later reader (sac-evaluate, the notebook) needs to rebuild the
+        # setting; written once this learner owns the run and its checkpoint loaded.
+        run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
+        write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
+        return loop.run()
     finally:
         metrics.close()
 

@@ -29,6 +29,8 @@ from sac_distributed.config import LaunchConfig
 LOG_DIR = "logs"
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
+# While jobs shut down, the launcher says every this many seconds whom it waits for.
+_WAIT_REPORT_S = 5.0
 # Lines shown on the console unless --verbose: our own log lines and errors.
 _INTERESTING = re.compile(
     r"(sac_distributed|jobs\.py|_loop\.py|server\.py|evaluation\.py|replay\.py|"
@@ -174,6 +176,10 @@ class Supervisor:
             learner = self._jobs["learner"].process
             if learner.poll() == 0 and learner_done_at is None:
                 learner_done_at = time.monotonic()
+                self._say(
+                    f"learner finished; waiting for {self._running(clients)} to see its done "
+                    f"flag and exit (up to {_SHUTDOWN_GRACE_S:.0f} s)"
+                )
             if learner_done_at and time.monotonic() - learner_done_at > _SHUTDOWN_GRACE_S:
                 waiting = [n for n, j in self._jobs.items() if j.process.poll() is None]
                 return self._result(
@@ -209,23 +215,44 @@ class Supervisor:
         clients = [j for n, j in self._jobs.items() if n != "server"]
         for job in clients:
             job.signal(signal.SIGTERM)
-        self._wait_or_kill(clients)
+        self._wait_or_kill(clients, "to stop")
         server = self._jobs.get("server")
         if server is not None:
             server.signal(signal.SIGTERM)
-            self._wait_or_kill([server])
+            self._wait_or_kill([server], "to write its replay checkpoint and stop")
         for job in self._jobs.values():
             job.finish_output()
 
+    def _wait_or_kill(self, jobs: Sequence[_Job], what: str) -> None:
+        """Waits up to the grace period, saying whom it waits for; then SIGKILL."""
+        start = time.monotonic()
+        next_report = start
+        while self._running(jobs):
+            now = time.monotonic()
+            if now - start > _SHUTDOWN_GRACE_S:
+                late = self._running(jobs)
+                self._say(f"{late} did not exit within {_SHUTDOWN_GRACE_S:.0f} s: SIGKILL")
+                for job in jobs:
+                    job.signal(signal.SIGKILL)
+                for job in jobs:
+                    job.process.wait()
+                return
+            if now >= next_report:
+                self._say(
+                    f"waiting for {self._running(jobs)} {what} ({now - start:.0f} s of "
+                    f"{_SHUTDOWN_GRACE_S:.0f} s before SIGKILL)"
+                )
+                next_report = now + _WAIT_REPORT_S
+            time.sleep(0.1)
+
     @staticmethod
-    def _wait_or_kill(jobs: Sequence[_Job]) -> None:
-        deadline = time.monotonic() + _SHUTDOWN_GRACE_S
-        for job in jobs:
-            try:
-                job.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                job.signal(signal.SIGKILL)
-                job.process.wait()
+    def _running(jobs: Sequence[_Job]) -> str:
+        return ", ".join(j.spec.name for j in jobs if j.process.poll() is None)
+
+    def _say(self, text: str) -> None:
+        with self._lock:
+            self._console.write(f"sac-launch: {text}\n")
+            self._console.flush()
 
 
 def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:

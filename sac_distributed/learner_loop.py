@@ -13,7 +13,7 @@ import glob
 import os
 import threading
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import reverb
@@ -73,8 +73,12 @@ class LearnerLoop:
         connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool] = lambda: False,
+        check_owner: Optional[Callable[[], None]] = None,
     ):
+        """`check_owner` raises when another learner took the run over (ownership.py);
+        it runs before every checkpoint, export and weight push."""
         self._config = config
+        self._check_owner = check_owner or (lambda: None)
         self._hp = config.hparams
         self._strategy = strategy
         self._connection = connection
@@ -137,7 +141,9 @@ class LearnerLoop:
             try:
                 self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as error:  # any unreadable file; an older one restores in full
-                reason = str(error).splitlines()[0][:200]
+                reason = str(error).splitlines()[0][:300]
+                if _SHAPE_MISMATCH in reason:
+                    raise _other_networks_error(path, reason) from None
                 failures.append(f"{path}: {type(error).__name__}: {reason}")
                 logging.warning(
                     "Checkpoint %s is unreadable (%s); trying an older one.", path, reason
@@ -403,6 +409,7 @@ class LearnerLoop:
 
     def _periodic(self, losses) -> None:
         """Event work at this step; local files first, so a server loss skips none."""
+        self._check_owner()
         step = self.step
         if step % self._config.checkpoint_interval == 0:
             self.save_checkpoint()
@@ -512,6 +519,7 @@ class LearnerLoop:
         logging.info("Exported policies at train_step %d to %s.", step, root)
 
     def _finish(self, reason: str) -> LearnerResult:
+        self._check_owner()
         self.save_checkpoint()
         self.export_policies()
         self._publish_final(done=reason == "num_iterations reached")
@@ -560,6 +568,18 @@ def format_duration(seconds: float) -> str:
     if minutes:
         return f"{minutes} min {secs} s"
     return f"{secs} s"
+
+
+_SHAPE_MISMATCH = "incompatible tensor with shape"
+
+
+def _other_networks_error(path: str, reason: str) -> CheckpointError:
+    """A readable checkpoint of other network sizes (without run_info.json to name them)."""
+    return CheckpointError(
+        f"The checkpoint {path} is readable but was written with other network sizes "
+        f"({reason}). Pass the actor_fc_layer_params and critic_joint_fc_layer_params it was "
+        "trained with, or use a new --root_dir for new sizes."
+    )
 
 
 def _has_normalizer(path: str) -> bool:

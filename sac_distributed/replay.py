@@ -227,6 +227,8 @@ class TransitionWriter:
         self._rows_in_item = 0  # rows appended since the last item
         self._transitions_written = 0  # in created items; minus the dropped at close
         self._unconfirmed = 0  # items created since the last completed flush
+        self._unconfirmed_at_close = 0  # transitions
+        self._incomplete_at_close = 0  # transitions
         self._closed = False
 
     @property
@@ -239,6 +241,21 @@ class TransitionWriter:
         return self._transitions_written
 
     transitions_written = items_written
+
+    @property
+    def transitions_unconfirmed(self) -> int:
+        """After close(): transitions sent in items the server had not acknowledged.
+
+        They may have landed or not (an acknowledgement can be on its way when
+        the stream closes), so they are neither "written" nor "dropped"; the
+        server's own insert count is the authority on them.
+        """
+        return self._unconfirmed_at_close
+
+    @property
+    def transitions_incomplete(self) -> int:
+        """After close(): rows of a last item with fewer than K rows, never sent."""
+        return self._incomplete_at_close
 
     def write_row(self, row: np.ndarray) -> None:
         """Appends one flat float32 row; every K-th row completes an item."""
@@ -318,23 +335,25 @@ class TransitionWriter:
         return True
 
     def close(self, timeout_ms: int = 5_000) -> int:
-        """Sends what it can within `timeout_ms`, closes, returns transitions dropped.
+        """Sends what it can within `timeout_ms`, closes, returns transitions not confirmed.
 
-        Items the server has not confirmed by then (a rate limiter that no
-        longer admits inserts, a dead server) are dropped, and so are the rows
-        of an incomplete last item (fewer than K); their number is measured
-        exactly so that actors report only transitions that landed.
+        That is `transitions_unconfirmed` (items the server had not acknowledged
+        by then: a rate limiter that no longer admits inserts, a dead server, or
+        a reply still on its way) plus `transitions_incomplete` (the rows of a
+        last item with fewer than K rows). Afterwards `transitions_written`
+        counts only what the server confirmed.
         """
         if self._closed:
             return 0
         pending = 0 if self.flush(timeout_ms=timeout_ms) else self._count_pending()
-        dropped = min(pending * self._k, self._transitions_written)
+        unconfirmed = min(pending * self._k, self._transitions_written)
         self._writer.close()
         self._closed = True
-        self._transitions_written -= dropped
-        partial = self._partial_rows
+        self._transitions_written -= unconfirmed
+        self._unconfirmed_at_close = unconfirmed
+        self._incomplete_at_close = self._partial_rows
         self._rows_in_item, self._refs = 0, []
-        return dropped + partial
+        return unconfirmed + self._incomplete_at_close
 
     def _count_pending(self) -> int:
         """Smallest k with flush(block_until_num_items=k) succeeding at once (items)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import signal
+import socket
 import threading
 from typing import Mapping, Optional
 
@@ -15,12 +17,17 @@ from absl import logging
 class StopSignal:
     """Turns SIGTERM/SIGINT into a flag that loops poll between steps.
 
-    The first signal asks for a graceful stop (flush, checkpoint, exit 0);
-    a second one restores the default handler so that it ends the process.
+    The first signal asks for a graceful stop (flush, checkpoint, exit 0). A
+    second one ends the process at once, unless `finishing` names final work
+    that must not be cut short (the replay checkpoint, the learner's last
+    checkpoint): `timeout`, Docker and Kubernetes send SIGTERM to the process
+    and then to its group, and only SIGKILL after their grace period should
+    end such a job.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, finishing: Optional[str] = None) -> None:
         self._event = threading.Event()
+        self._finishing = finishing
 
     def install(self) -> StopSignal:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -28,9 +35,19 @@ class StopSignal:
         return self
 
     def _handle(self, signum: int, _frame) -> None:
-        logging.info("Received %s: stopping gracefully.", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self._event.is_set() and self._finishing:
+            logging.warning(
+                "Received %s again: still %s; it is not interrupted (SIGKILL ends the "
+                "process at once, without it).",
+                name,
+                self._finishing,
+            )
+            return
+        logging.info("Received %s: stopping gracefully.", name)
         self._event.set()
-        signal.signal(signum, signal.SIG_DFL)
+        if not self._finishing:
+            signal.signal(signum, signal.SIG_DFL)
 
     def set(self) -> None:
         self._event.set()
@@ -103,3 +120,71 @@ def append_csv_row(path: str, header: tuple, row: tuple) -> None:
         f.write(",".join(str(v) for v in row) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something listens on TCP `port` of this host (any address).
+
+    gRPC binds with SO_REUSEPORT, so a second Reverb server on a served port
+    would start without error; this probe binds with SO_REUSEADDR (a port left
+    in TIME_WAIT by a stopped server is free) but without SO_REUSEPORT, which
+    every listener refuses.
+    """
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 on this host
+            continue
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return True
+            if family != socket.AF_INET6:
+                raise
+        finally:
+            probe.close()
+    return False
+
+
+def check_root_dir(path: str) -> None:
+    """Creates `path` if missing; raises ConfigError unless it is a writable directory.
+
+    Runs before any connection or banner, so a mistyped root_dir costs nothing.
+    """
+    from sac_distributed.errors import ConfigError
+
+    blocker = _first_non_directory(path)
+    if blocker is not None:
+        raise ConfigError(
+            f"root_dir {path} cannot be created: {blocker} is a file, not a directory. Pass "
+            "a --root_dir whose parents are all directories (e.g. a new path under /tmp)."
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write_test.{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as error:
+        raise ConfigError(
+            f"root_dir {path} is not writable ({error.strerror or error}). Pass a --root_dir "
+            "you can write to, or fix its permissions."
+        ) from None
+
+
+def _first_non_directory(path: str) -> Optional[str]:
+    """The first existing component of `path` that is not a directory, if any."""
+    current = os.path.abspath(path)
+    parts = []
+    while True:
+        parts.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for part in reversed(parts):
+        if os.path.exists(part) and not os.path.isdir(part):
+            return part
+    return None

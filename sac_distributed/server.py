@@ -6,7 +6,6 @@ config, so it needs no learner and no exported policy to start.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Optional
 
@@ -14,26 +13,53 @@ import portpicker
 import reverb
 from absl import logging
 
+from sac_distributed import ownership
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
+from sac_distributed.errors import PortInUseError
 from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
-from sac_distributed.runtime import Metrics
+from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
+from sac_distributed.runtime import Metrics, port_in_use
 
-REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 SERVER_SUMMARY_DIR = "server"
 
 
 def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Server:
-    """A started Reverb server, restored from root_dir's replay checkpoint if any."""
+    """A started Reverb server, restored from root_dir's replay checkpoint if any.
+
+    Raises PortInUseError when something already listens on the port: gRPC
+    binds with SO_REUSEPORT, so a second server would otherwise start beside
+    the first and share its connections.
+    """
     validate_server_config(config)
+    port = port if port is not None else (config.port or portpicker.pick_unused_port())
+    check_port_free(port)
     specs = specs_lib.specs_for(config.env_name)
-    checkpoint_dir = os.path.join(config.root_dir, REPLAY_CHECKPOINT_DIR)
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
-    return reverb.Server(
-        tables=make_tables(config, specs),
-        port=port if port is not None else (config.port or portpicker.pick_unused_port()),
-        checkpointer=checkpointer,
+    checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
+
+    def build(checkpointer) -> reverb.Server:
+        tables = make_tables(config, specs) + ownership.make_tables()
+        return reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
+
+    return restore_server(checkpoints, build, config.replay_start_empty)
+
+
+def check_port_free(port: int) -> None:
+    """Raises PortInUseError, naming what holds `port`, if anything listens on it."""
+    if port_in_use(port):
+        raise PortInUseError(_port_in_use_message(port))
+
+
+def _port_in_use_message(port: int) -> str:
+    try:
+        tables = sorted(reverb.Client(f"localhost:{port}").server_info(timeout=3))
+    except (reverb.errors.DeadlineExceededError, RuntimeError):
+        holder = "another program (not a Reverb server)"
+    else:
+        holder = f"another Reverb server (tables {', '.join(tables)})"
+    return (
+        f"Port {port} is already in use by {holder}. Stop it first, or start this server "
+        "with another --port (0 picks a free one)."
     )
 
 
@@ -45,6 +71,8 @@ class ServerLoop:
         self._server = server
         self._client = server.localhost_client()
         self._metrics = metrics
+        self._arbiter = ownership.LeaseArbiter(self._client)
+        self._checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
 
     def run(self, should_stop: Callable[[], bool], wait: Callable[[float], bool]) -> None:
         last_stats = last_ckpt = time.monotonic()
@@ -53,6 +81,7 @@ class ServerLoop:
         interval = self._config.replay_checkpoint_interval_s
         while not should_stop():
             wait(min(1.0, self._config.stats_interval_s))
+            self._tick_arbiter()
             now = time.monotonic()
             if now - last_stats >= self._config.stats_interval_s:
                 prev = self._log_stats(prev, now - last_stats, int(now - start))
@@ -62,6 +91,12 @@ class ServerLoop:
                 last_ckpt = now
         self.checkpoint()
         self._metrics.flush()
+
+    def _tick_arbiter(self) -> None:
+        try:
+            self._arbiter.tick()
+        except (reverb.errors.DeadlineExceededError, RuntimeError) as error:  # a busy machine
+            logging.warning("Learner lease bookkeeping skipped a beat: %s", error)
 
     def _counts(self):
         info = self._client.server_info()[REPLAY_TABLE]
@@ -97,6 +132,8 @@ class ServerLoop:
         return size, inserts, samples
 
     def checkpoint(self) -> str:
-        path = self._client.checkpoint()
-        logging.info("Replay checkpoint written to %s.", path)
+        """Writes a replay checkpoint; the previous ones stay until it is complete."""
+        start = time.monotonic()
+        path = self._checkpoints.adopt(self._client.checkpoint())
+        logging.info("Replay checkpoint written to %s (%.1f s).", path, time.monotonic() - start)
         return path

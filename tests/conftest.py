@@ -73,7 +73,7 @@ def random_transitions(
     ]
 
 
-def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 30.0) -> int:
+def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 600.0) -> int:
     """Polls until `table` holds at least `size` items; fails after the deadline."""
     end = time.monotonic() + timeout_s
     while True:
@@ -81,7 +81,9 @@ def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float
         if current >= size:
             return current
         if time.monotonic() > end:
-            raise AssertionError(f"{table} holds {current} items after {timeout_s} s, not {size}")
+            raise AssertionError(
+                f"waited {timeout_s} s for {table} to hold {size} items; it holds {current}"
+            )
         time.sleep(0.05)
 
 
@@ -148,8 +150,12 @@ def write_replay(env_specs):
         try:
             for transition in transitions:
                 writer.write(transition)
-                assert writer.throttle(timeout_ms=10_000), "replay insert timed out"
-            assert writer.flush(timeout_ms=10_000), "replay flush timed out"
+                assert writer.throttle(timeout_ms=300_000), (
+                    "waited 300 s for the replay to take an insert"
+                )
+            assert writer.flush(timeout_ms=300_000), (
+                "waited 300 s for the replay to confirm inserts"
+            )
         finally:
             assert writer.close() == 0
         assert writer.items_written == n

@@ -71,6 +71,7 @@ def test_actor_writes_k_row_items_and_drops_non_finite_steps(
     # table holds exactly what the actor reports as written.
     assert stats.transitions_written + stats.transitions_dropped == 202 - stats.dropped_non_finite
     assert stats.transitions_dropped < K
+    assert stats.transitions_unconfirmed == 0  # the server confirmed every sent item
     assert info.current_size * K == stats.transitions_written
     layout = specs_lib.row_layout(env_specs)
     for sample in samples:

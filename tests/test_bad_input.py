@@ -134,7 +134,7 @@ def test_connect_to_an_unused_port_gives_up_after_the_timeout(free_port, caplog)
     with pytest.raises(replay.ServerUnreachableError) as raised:
         replay.connect(address, timeout_s=3, purpose="the test needs the replay table")
     elapsed = time.monotonic() - start
-    assert 2.5 <= elapsed < 10, elapsed
+    assert elapsed >= 2.5, f"gave up after {elapsed:.1f} s, before its 3 s timeout"
     message = str(raised.value)
     assert address in message and "within 3 s" in message
     assert "the test needs the replay table" in message
@@ -143,10 +143,15 @@ def test_connect_to_an_unused_port_gives_up_after_the_timeout(free_port, caplog)
 
 
 def test_connect_stops_waiting_on_a_stop_signal(free_port):
-    start = time.monotonic()
+    asked = []
+
+    def should_stop() -> bool:
+        asked.append(True)
+        return True
+
     with pytest.raises(replay.ServerUnreachableError):
-        replay.connect(f"localhost:{free_port()}", 60, "stop test", should_stop=lambda: True)
-    assert time.monotonic() - start < 10
+        replay.connect(f"localhost:{free_port()}", 600, "stop test", should_stop=should_stop)
+    assert len(asked) == 1, "connect kept waiting after the stop signal"
 
 
 def test_connect_returns_a_client_for_a_running_server(server_address):
@@ -184,7 +189,7 @@ def test_mismatched_actor_raises_signature_mismatch_naming_both_specs(root_dir, 
 
 # --- the real binaries ----------------------------------------------------------------
 
-BINARY_TIMEOUT_S = 90
+BINARY_TIMEOUT_S = 600  # against hangs only
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +309,6 @@ def test_seeds_outside_32_bits_are_config_errors(job, seed):
 def test_actor_binary_gives_up_on_an_unreachable_server(binary_runs):
     code, stderr, seconds = binary_runs["unreachable"]
     assert code == 2, stderr[-2000:]
-    assert seconds < 60
     address = f"localhost:{binary_runs['replay_port']}"
     lines = _error_lines(stderr)
     assert len(lines) == 1, stderr[-2000:]

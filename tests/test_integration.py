@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 NUM_ITERATIONS = 200
 NUM_ACTORS = 2
-DEADLINE_S = 300
+DEADLINE_S = 900  # against hangs only
 
 SMALL = [
     "--env_name=Pendulum-v1",
@@ -50,7 +50,7 @@ def finished_run(tmp_path_factory):
     clients = shared + [
         f"--replay_buffer_server_address={address}",
         f"--variable_container_server_address={address}",
-        "--connect_timeout=120",
+        "--connect_timeout=600",
     ]
     # Clients first: they must wait for the server, whatever the start order.
     procs = {
@@ -66,13 +66,13 @@ def finished_run(tmp_path_factory):
         "evaluator", clients + ["--poll_interval=0.5"], f"{root}/evaluator.log"
     )
     # The server starts last, once the learner says it is waiting for it.
-    wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", 120, procs)
+    wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", DEADLINE_S, procs)
     server = start(
         "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
     )
     try:
         wait_all(procs, DEADLINE_S)
-        info = reverb.Client(address).server_info(timeout=10)[replay.REPLAY_TABLE]
+        info = reverb.Client(address).server_info(timeout=60)[replay.REPLAY_TABLE]
         inserted = int(info.rate_limiter_info.insert_stats.completed)
     finally:
         stop(server)

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from proc_utils import DEADLINE_S
 
 pytestmark = pytest.mark.slow
 
@@ -43,13 +44,15 @@ def _no_children_left(root_dir: str) -> bool:
 def test_launch_trains_and_reports_eval_returns(tmp_path):
     root = str(tmp_path / "run")
     proc = _launch([f"--root_dir={root}", "--num_actors=2", *TINY])
-    out, _ = proc.communicate(timeout=400)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, out[-4000:]
     assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
     assert "Eval at train_step 200" in out
     # Progress of the initial collect (the first actor to check finds the table empty).
     assert re.search(r"\[actor_\d\].*initial collect with random actions, replay holds", out)
     assert "training finished; every job exited 0" in out
+    # While jobs shut down, the launcher says whom it waits for.
+    assert "sac-launch: waiting for server to write its replay checkpoint and stop" in out
     assert "Eval return:" in out and "at train_step 200" in out.split("Eval return:")[-1]
     for name in ("server", "learner", "actor_0", "actor_1", "evaluator"):
         assert os.path.getsize(os.path.join(root, "logs", f"{name}.log")) > 0
@@ -59,11 +62,11 @@ def test_launch_trains_and_reports_eval_returns(tmp_path):
 def test_launch_reports_failing_child(tmp_path):
     root = str(tmp_path / "bad")
     proc = _launch([f"--root_dir={root}", "--env_name=NoSuchEnv-v0", *TINY])
-    out, _ = proc.communicate(timeout=200)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 1, out[-4000:]
     assert "exited with code 2; its last lines:" in out
     assert "Unknown environment 'NoSuchEnv-v0'" in out
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + DEADLINE_S
     while not _no_children_left(root) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _no_children_left(root)
@@ -73,7 +76,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     root = str(tmp_path / "interrupted")
     proc = _launch([f"--root_dir={root}", *TINY[1:], "--num_iterations=1000000"])
     # Wait until training is under way, reading output as it comes.
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + DEADLINE_S
     seen = []
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -82,10 +85,11 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
             break
     assert any("Eval at train_step" in line for line in seen), "".join(seen)[-3000:]
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=150)
+    rest, _ = proc.communicate(timeout=DEADLINE_S)
     out = "".join(seen) + rest
     assert proc.returncode == 0, out[-4000:]
     assert "stopped on request" in out
+    assert re.search(r"sac-launch: waiting for [a-z_0-9, ]*learner", out), out[-3000:]
     assert _no_children_left(root)
     # The learner's graceful stop leaves a checkpoint and exported policies behind.
     assert any(f.endswith(".index") for f in os.listdir(os.path.join(root, "train", "checkpoints")))

@@ -131,8 +131,14 @@ def test_learner_statistics_reach_actors_and_the_saved_policy(trained, env_specs
     client = server.localhost_client()
     normalizer = loop.normalizer
     assert normalizer.count.numpy() == NUM_ITERATIONS * BATCH_SIZE
-    # Sampled uniformly from the replay, so close to its statistics.
-    np.testing.assert_allclose(normalizer.mean.numpy(), replay_observations.mean(0), atol=0.05)
+    # Sampled uniformly (with replacement) from the replay, so within a few standard
+    # errors of its mean; 5 of them fail a correct learner about once in a million runs
+    # (a fixed 0.05 was about 2 standard errors per coordinate, and failed a correct
+    # learner in a full-suite run on a busy machine).
+    standard_error = replay_observations.std(0) / np.sqrt(NUM_ITERATIONS * BATCH_SIZE)
+    np.testing.assert_allclose(
+        normalizer.mean.numpy(), replay_observations.mean(0), atol=float(5 * standard_error.max())
+    )
 
     # The container holds exactly the learner's statistics, and actors use them.
     snapshot = VariableContainer(client).pull()

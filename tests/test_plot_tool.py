@@ -79,7 +79,7 @@ def test_binary_plots_root_dir_results(tmp_path):
         [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={root}", "--x=env_steps"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = os.path.join(root, "eval", "learning_curve.png")
@@ -89,7 +89,7 @@ def test_binary_plots_root_dir_results(tmp_path):
         [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={tmp_path / 'none'}"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert missing.returncode == 2 and "error: No results file" in missing.stderr
 

@@ -93,10 +93,11 @@ def test_writer_counts_transitions_and_drops_a_partial_item(k_server, env_specs)
     transitions = random_transitions(env_specs, 5 * K + 3)
     for transition in transitions:
         writer.write(transition)
-        assert writer.throttle(timeout_ms=10_000)
+        assert writer.throttle(timeout_ms=300_000)
     assert writer.items_written == 5 * K  # complete items only
     # The last 3 rows never fill an item: close() drops and reports them.
     assert writer.close() == 3
+    assert writer.transitions_incomplete == 3 and writer.transitions_unconfirmed == 0
     assert writer.items_written == writer.transitions_written == 5 * K
     info = replay.table_info(client, replay.REPLAY_TABLE)
     assert info.current_size == 5
@@ -121,11 +122,14 @@ def test_close_without_waiting_returns_at_once_from_a_closed_rate_limiter(new_se
             target=lambda: result.update(dropped=writer.close(timeout_ms=0)), daemon=True
         )
         closer.start()
-        closer.join(timeout=10.0)  # a regression would block forever: fail instead
+        closer.join(timeout=300.0)  # a regression would block forever: fail instead
         assert not closer.is_alive(), "close(timeout_ms=0) blocked on the rate limiter"
         assert result["dropped"] > 0
         stored = replay.stored_transitions(replay.table_info(client, replay.REPLAY_TABLE))
         assert writer.transitions_written == stored  # counts only what landed
+        # What the limiter held back was sent but never acknowledged: unconfirmed.
+        assert writer.transitions_unconfirmed == result["dropped"] - writer.transitions_incomplete
+        assert writer.transitions_unconfirmed > 0
     finally:
         server.stop()
 

@@ -46,7 +46,7 @@ def _make_actor_dirs(root: str, names) -> None:
             f.write("x")
 
 
-def _status_cli(*flags, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def _status_cli(*flags, timeout_s: float = proc_utils.DEADLINE_S) -> subprocess.CompletedProcess:
     return proc_utils.run("status", *flags, timeout_s=timeout_s)
 
 
@@ -161,12 +161,10 @@ def test_binary_once_prints_one_snapshot(server_address, client, fill_replay, tm
 @pytest.mark.slow
 def test_binary_unreachable_server_exits_2(free_port):
     address = f"localhost:{free_port()}"
-    start = time.monotonic()
     result = _status_cli(f"--server={address}", "--once", "--connect_timeout=1")
     assert result.returncode == 2, result.stderr[-3000:]
     assert f"error: No Reverb server answered at {address}" in result.stderr
     assert "Traceback" not in result.stderr
-    assert time.monotonic() - start < 60
 
 
 @pytest.mark.slow
@@ -183,14 +181,20 @@ def test_binary_refreshes_until_ctrl_c(reverb_server, server_address, fill_repla
     flags = [f"--server={server_address}", "--interval=0.3", "--connect_timeout=1"]
     proc = proc_utils.start("status", flags, log)
     try:
-        proc_utils.wait_for_log(log, r"(?s)(uniform_table: 64 .*){2}", 60, {"sac-status": proc})
+        proc_utils.wait_for_log(
+            log, r"(?s)(uniform_table: 64 .*){2}", proc_utils.DEADLINE_S, {"sac-status": proc}
+        )
         fill_replay(32, seed=1)
-        proc_utils.wait_for_log(log, r"uniform_table: 96 ", 30, {"sac-status": proc})
+        proc_utils.wait_for_log(
+            log, r"uniform_table: 96 ", proc_utils.DEADLINE_S, {"sac-status": proc}
+        )
         reverb_server.stop()
         unreachable = f"Reverb server {server_address}: unreachable, retrying"
-        proc_utils.wait_for_log(log, f"(?s)({unreachable}.*){{2}}", 60, {"sac-status": proc})
+        proc_utils.wait_for_log(
+            log, f"(?s)({unreachable}.*){{2}}", proc_utils.DEADLINE_S, {"sac-status": proc}
+        )
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=proc_utils.DEADLINE_S) == 0
     finally:
         proc_utils.kill_all({"sac-status": proc})
     assert "Traceback" not in proc_utils.read(log)

@@ -7,13 +7,17 @@ Hyperparameter flags default to None, meaning "take the environment's preset"
 from __future__ import annotations
 
 import dataclasses
+import logging as std_logging
+import os
 import sys
+import warnings
 from typing import Callable, Dict, Optional
 
 from absl import app, flags, logging
 
 from sac_distributed import config as config_lib
 from sac_distributed.errors import USER_ERRORS
+from sac_distributed.runtime import check_root_dir
 
 FLAGS = flags.FLAGS
 
@@ -30,6 +34,12 @@ flags.DEFINE_string(
     "host:port of the Reverb server holding the variable container (may be the same).",
 )
 flags.DEFINE_float("connect_timeout", 300.0, "Seconds to wait for the Reverb server.")
+flags.DEFINE_boolean(
+    "verbose",
+    False,
+    "Show TensorFlow's, gym's and other libraries' start-up messages and warnings "
+    "(hidden by default so that an error is the last thing on the screen).",
+)
 flags.DEFINE_integer("seed", None, "Random seed for the environment and the policy.")
 
 # Hyperparameters, named as in the TF-Agents SAC Minitaur tutorial.
@@ -86,6 +96,7 @@ SHARED_FLAGS = (
     "variable_container_server_address",
     "connect_timeout",
     "seed",
+    "verbose",
 ) + HPARAM_FLAGS
 
 
@@ -106,31 +117,64 @@ def _int_list(name: str, values) -> tuple:
         ) from e
 
 
-def client_config() -> config_lib.ClientConfig:
+def client_config(replay_defaults_to_variables: bool = False) -> config_lib.ClientConfig:
+    """The server addresses; with `replay_defaults_to_variables`, an unset
+    --replay_buffer_server_address means the variable container's server (the
+    evaluator reads only a count from the replay, which lives there by default)."""
+    replay_address = FLAGS.replay_buffer_server_address
+    if replay_defaults_to_variables and not FLAGS["replay_buffer_server_address"].present:
+        replay_address = FLAGS.variable_container_server_address
     return config_lib.ClientConfig(
-        replay_buffer_server_address=FLAGS.replay_buffer_server_address,
+        replay_buffer_server_address=replay_address,
         variable_container_server_address=FLAGS.variable_container_server_address,
         connect_timeout_s=FLAGS.connect_timeout,
     )
 
 
 def root_dir() -> str:
+    """--root_dir, checked to be a writable directory (created if missing)."""
     if not FLAGS.root_dir:
         raise config_lib.ConfigError("--root_dir is required (a directory shared by all jobs).")
+    check_root_dir(FLAGS.root_dir)
     return FLAGS.root_dir
 
 
 def run(main: Callable[[], Optional[int]]) -> None:
-    """absl entry point that reports user errors in one clear line, exit code 2."""
+    """absl entry point: user errors in one clear line (exit 2), then a prompt exit.
+
+    The process ends with os._exit once `main` has returned: by then every job
+    has written, flushed and closed its files (checkpoints, exports, summaries,
+    the replay checkpoint), and the interpreter's own shutdown with TensorFlow
+    and Reverb objects alive (traced functions, datasets, gRPC channels) kept
+    a finished learner alive 9 s after a 3,000-step Pendulum-v1 run (and, as
+    issue 10 reports, about 60 s after a 30,000-step InvertedPendulum run),
+    with nothing left to do.
+    """
 
     def _main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        if not FLAGS.verbose:
+            quiet_libraries()
         try:
-            return main()
+            code = main() or 0
         except USER_ERRORS as e:
-            logging.error("%s: %s", type(e).__name__, e)
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+            print(f"error: {e}", file=sys.stderr)  # the one line a user needs
+            code = 2
+        _exit_now(code)
 
     app.run(_main)
+
+
+def quiet_libraries() -> None:
+    """Hides library start-up chatter and warnings; our own absl logs stay."""
+    warnings.filterwarnings("ignore")
+    for name in ("tensorflow", "tf_keras", "gym", "h5py", "matplotlib"):
+        std_logging.getLogger(name).setLevel(std_logging.ERROR)
+
+
+def _exit_now(code: int) -> None:
+    logging.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,6 +1,9 @@
 """sac-evaluator: greedy-policy returns at the learner's latest weights.
 
 sac-evaluator --root_dir=/tmp/sac --variable_container_server_address=localhost:8008
+
+The replay address (read only for the env-step count of each row) defaults to
+the variable container's.
 """
 
 from absl import flags
@@ -19,7 +22,7 @@ def _config_from_flags() -> config_lib.EvaluatorConfig:
         env_name=FLAGS.env_name,
         hparams=_common.hyperparams(),
         root_dir=_common.root_dir(),
-        client=_common.client_config(),
+        client=_common.client_config(replay_defaults_to_variables=True),
         poll_interval_s=FLAGS.poll_interval,
         seed=FLAGS.seed,
     )

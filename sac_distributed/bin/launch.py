@@ -16,8 +16,9 @@ from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed.bin import _common
+from sac_distributed.errors import PortInUseError
 from sac_distributed.launch import LOG_DIR, Supervisor, job_specs, print_summary
-from sac_distributed.runtime import StopSignal
+from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
 flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
 flags.DEFINE_integer("port", 0, "Reverb server port (0 picks a free one).")
@@ -26,7 +27,6 @@ flags.DEFINE_integer(
     "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
 )
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
-flags.DEFINE_boolean("verbose", False, "Stream every log line, not only sac_distributed's.")
 FLAGS = flags.FLAGS
 
 # Flags the launcher sets itself for every job.
@@ -47,6 +47,12 @@ def _config_from_flags() -> config_lib.LaunchConfig:
     root_dir = FLAGS.root_dir or os.path.join(
         "sac_runs", f"{FLAGS.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    check_root_dir(root_dir)
+    if FLAGS.port and port_in_use(FLAGS.port):
+        raise PortInUseError(
+            f"Port {FLAGS.port} is already in use (by a running Reverb server or another "
+            "program). Stop it first, or pass another --port (0 picks a free one)."
+        )
     return config_lib.LaunchConfig(
         root_dir=os.path.abspath(root_dir),
         env_name=FLAGS.env_name,

@@ -45,7 +45,8 @@ def main() -> None:
     config = _config_from_flags()
     if FLAGS.num_logical_cpus:
         agent_lib.use_logical_cpus(FLAGS.num_logical_cpus)
-    jobs.run_learner(config, StopSignal().install())
+    stop = StopSignal(finishing="writing the last checkpoint and policies")
+    jobs.run_learner(config, stop.install())
 
 
 def run() -> None:

@@ -18,6 +18,17 @@ flags.DEFINE_float("stats_interval", 30.0, "Seconds between table statistics log
 flags.DEFINE_float(
     "replay_checkpoint_interval", 600.0, "Seconds between replay checkpoints (0: only at exit)."
 )
+flags.DEFINE_integer(
+    "replay_checkpoints_to_keep",
+    2,
+    "Replay checkpoints kept; an unreadable newest one falls back to the one before.",
+)
+flags.DEFINE_boolean(
+    "replay_start_empty",
+    False,
+    "Start with an empty replay when no replay checkpoint can be read (they are moved to "
+    "replay_checkpoints/.unreadable) instead of refusing to start.",
+)
 FLAGS = flags.FLAGS
 
 
@@ -30,12 +41,14 @@ def _config_from_flags() -> config_lib.ServerConfig:
         samples_per_insert_error_buffer=FLAGS.samples_per_insert_error_buffer,
         stats_interval_s=FLAGS.stats_interval,
         replay_checkpoint_interval_s=FLAGS.replay_checkpoint_interval,
+        replay_checkpoints_to_keep=FLAGS.replay_checkpoints_to_keep,
+        replay_start_empty=FLAGS.replay_start_empty,
     )
 
 
 def main() -> None:
     config = _config_from_flags()
-    stop = StopSignal().install()
+    stop = StopSignal(finishing="writing the replay checkpoint").install()
     jobs.run_server(config, stop, stop.wait)
 
 

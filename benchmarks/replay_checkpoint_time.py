@@ -1,0 +1,70 @@
+"""How long the server's final replay checkpoint takes for a full table.
+
+The stop grace periods in launch/docker-compose.yml must cover it, or Docker
+and Kubernetes SIGKILL the server mid-save. Fills the replay table of an
+environment's preset (default: HalfCheetahBulletEnv-v0, 1M transitions at
+K=8) through the actors' writer, then times `ServerLoop.checkpoint()` (the
+Reverb save plus the move among the kept checkpoints) and a restore.
+
+    python benchmarks/replay_checkpoint_time.py [--env_name=...] [--fill=1.0]
+"""
+
+import os
+import tempfile
+import time
+
+import numpy as np
+from absl import app, flags
+
+import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
+from sac_distributed import config as config_lib
+from sac_distributed import replay
+from sac_distributed import specs as specs_lib
+from sac_distributed.runtime import Metrics
+from sac_distributed.server import ServerLoop, make_server
+
+flags.DEFINE_string("env_name", "HalfCheetahBulletEnv-v0", "Environment whose preset to use.")
+flags.DEFINE_float("fill", 1.0, "Fraction of the replay capacity to fill.")
+FLAGS = flags.FLAGS
+
+
+def _fill(server, specs, transitions: int) -> float:
+    layout = specs_lib.row_layout(specs)
+    writer = replay.TransitionWriter(server.localhost_client())
+    rows = np.random.default_rng(0).uniform(-1, 1, (1024, layout.width)).astype(np.float32)
+    start = time.monotonic()
+    for i in range(transitions):
+        writer.write_row(rows[i % len(rows)])
+        writer.throttle(timeout_ms=60_000)
+    writer.close(timeout_ms=600_000)
+    return time.monotonic() - start
+
+
+def main(_) -> None:
+    hparams = config_lib.hyperparams_for(FLAGS.env_name)
+    root = tempfile.mkdtemp(prefix="replay_ckpt_")
+    config = config_lib.ServerConfig(FLAGS.env_name, hparams, root, port=0)
+    specs = specs_lib.specs_for(FLAGS.env_name)
+    server = make_server(config)
+    transitions = int(hparams.replay_buffer_capacity * FLAGS.fill)
+    fill_s = _fill(server, specs, transitions)
+    loop = ServerLoop(config, server, Metrics(None))
+    start = time.monotonic()
+    path = loop.checkpoint()
+    save_s = time.monotonic() - start
+    size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+    server.stop()
+    start = time.monotonic()
+    restored = make_server(config)
+    restore_s = time.monotonic() - start
+    items = replay.table_info(restored.localhost_client(), replay.REPLAY_TABLE).current_size
+    restored.stop()
+    print(
+        f"{FLAGS.env_name}: {transitions} transitions (K={hparams.transitions_per_item}, "
+        f"filled in {fill_s:.0f} s): checkpoint {size / 2**20:.0f} MiB saved in {save_s:.1f} s, "
+        f"restored ({items} items) in {restore_s:.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    app.run(main)

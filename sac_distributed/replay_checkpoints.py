@@ -1,0 +1,145 @@
+"""Replay checkpoints that cannot strand a run.
+
+Reverb writes a checkpoint into a directory of its own and then deletes every
+older one there, so a damaged newest checkpoint used to leave nothing to fall
+back to. Here Reverb writes into `replay_checkpoints/.writing`, and only a
+complete checkpoint (Reverb's DONE file is its last write) is moved, with one
+rename, to `replay_checkpoints/<timestamp>`; the last `keep` of those stay. On
+start the newest readable one is restored: an unreadable one is set aside in
+`replay_checkpoints/.unreadable` with a log line naming the file and why, and
+the previous one is tried.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+from typing import Callable, List, Optional
+
+import reverb
+import tensorflow as tf
+from absl import logging
+
+from sac_distributed.errors import ReplayCheckpointError
+
+REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
+WRITING_DIR = ".writing"
+UNREADABLE_DIR = ".unreadable"
+_DONE = "DONE"  # Reverb's marker of a complete checkpoint, written last
+
+
+class ReplayCheckpoints:
+    """The kept replay checkpoints of one root_dir, newest first."""
+
+    def __init__(self, root_dir: str, keep: int):
+        self.directory = os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
+        self.writing_dir = os.path.join(self.directory, WRITING_DIR)
+        self._keep = keep
+        os.makedirs(self.writing_dir, exist_ok=True)
+
+    def kept(self) -> List[str]:
+        """Complete checkpoints, newest first (their names are ISO timestamps)."""
+        found = [
+            path
+            for path in glob.glob(os.path.join(self.directory, "*"))
+            if os.path.isdir(path) and os.path.exists(os.path.join(path, _DONE))
+        ]
+        return sorted(found, key=os.path.basename, reverse=True)
+
+    def tidy(self) -> None:
+        """After a crash: keeps what Reverb finished, drops what it did not."""
+        for path in glob.glob(os.path.join(self.writing_dir, "*")):
+            if os.path.exists(os.path.join(path, _DONE)):
+                self.adopt(path)
+            else:
+                logging.warning("Removing %s: a replay checkpoint whose save never finished.", path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def adopt(self, path: str) -> str:
+        """Moves a complete checkpoint from the writing directory among the kept ones."""
+        kept = os.path.join(self.directory, os.path.basename(path))
+        os.rename(path, kept)
+        for old in self.kept()[self._keep :]:
+            shutil.rmtree(old, ignore_errors=True)
+        return kept
+
+    def set_aside(self, path: str) -> str:
+        """Moves an unreadable checkpoint out of the way, for inspection."""
+        target = os.path.join(self.directory, UNREADABLE_DIR, os.path.basename(path))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(path, target)
+        return target
+
+    def checkpointer(self, restore_from: Optional[str]) -> reverb.checkpointers.CheckpointerBase:
+        return reverb.checkpointers.DefaultCheckpointer(
+            path=self.writing_dir, fallback_checkpoint_path=restore_from
+        )
+
+
+def restore_server(
+    checkpoints: ReplayCheckpoints,
+    build: Callable[[reverb.checkpointers.CheckpointerBase], reverb.Server],
+    start_empty: bool,
+) -> reverb.Server:
+    """A server from the newest readable checkpoint, or empty when there is none.
+
+    Raises ReplayCheckpointError when checkpoints exist but none can be read,
+    unless `start_empty`.
+    """
+    checkpoints.tidy()
+    failures = []
+    for path in checkpoints.kept():
+        try:
+            server = build(checkpoints.checkpointer(path))
+        except RuntimeError as error:  # what Reverb raises for a damaged checkpoint
+            reason = damaged_file(path) or _first_line(str(error))
+            failures.append((path, reason))
+            logging.warning(
+                "Replay checkpoint %s is unreadable: %s. Trying the previous one.", path, reason
+            )
+            continue
+        _set_aside_all(checkpoints, failures)
+        logging.info("Replay restored from %s.", path)
+        return server
+    if failures and not start_empty:
+        raise ReplayCheckpointError(_none_readable_message(checkpoints.directory, failures))
+    _set_aside_all(checkpoints, failures)
+    if failures:
+        logging.warning("Starting with an empty replay (--replay_start_empty).")
+    return build(checkpoints.checkpointer(None))
+
+
+def _set_aside_all(checkpoints: ReplayCheckpoints, failures) -> None:
+    for path, _ in failures:
+        logging.warning("Moved the unreadable %s to %s.", path, checkpoints.set_aside(path))
+
+
+def damaged_file(path: str) -> Optional[str]:
+    """'chunks.tfrecord: corrupted record at 0' for the first unreadable file, if any."""
+    for name in ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord"):
+        file = os.path.join(path, name)
+        if not os.path.exists(file):
+            return f"{name} is missing"
+        try:
+            for _ in tf.data.TFRecordDataset(file, compression_type="ZLIB"):
+                pass
+        except tf.errors.OpError as error:
+            return f"{name}: {_first_line(re.sub(r'{{.*?}}', '', error.message))}"
+    return None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:200] if text.strip() else "unknown error"
+
+
+def _none_readable_message(directory: str, failures) -> str:
+    listed = "; ".join(f"{os.path.basename(p)} ({reason})" for p, reason in failures)
+    return (
+        f"None of the {len(failures)} replay checkpoint(s) in {directory} can be read: "
+        f"{listed}. Either move {directory} aside (and keep it for inspection) to start "
+        "with an empty replay, or pass --replay_start_empty to start empty now; the "
+        f"unreadable checkpoints are then moved to {os.path.join(directory, UNREADABLE_DIR)}. "
+        "The learner's own checkpoints are not affected either way."
+    )

@@ -1,0 +1,120 @@
+"""One learner per run (issue 10), with the real server and learner binaries.
+
+A learner that waits for replay data (initial_collect_steps is never reached:
+no actor runs) owns the run; a second learner is refused on the same root_dir
+(lock file) and on another root_dir with the same server (the server's lease,
+as for a learner on another host); after a SIGKILL a new learner takes over.
+"""
+
+import json
+import os
+import signal
+import socket
+
+import portpicker
+import pytest
+from proc_utils import DEADLINE_S, kill_all, read, run, start, stop, wait_for_log
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "--env_name=Pendulum-v1",
+    "--initial_collect_steps=100000",  # never reached: the learner waits, owning the run
+    "--replay_buffer_capacity=200000",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+]
+OWNED = "Initial collect: "  # logged once a learner owns the run and waits for data
+
+
+class Run:
+    def __init__(self, root: str):
+        self.root = root
+        self.port = portpicker.pick_unused_port()
+        address = f"localhost:{self.port}"
+        self.clients = SMALL + [
+            f"--replay_buffer_server_address={address}",
+            f"--variable_container_server_address={address}",
+            f"--connect_timeout={DEADLINE_S:.0f}",
+        ]
+        self.procs = {}
+
+    def log(self, name: str) -> str:
+        return os.path.join(self.root, f"{name}.log")
+
+    def start_learner(self, name: str, root_dir: str):
+        flags = [f"--root_dir={root_dir}", *self.clients]
+        self.procs[name] = start("learner", flags, self.log(name))
+        return self.procs[name]
+
+
+@pytest.fixture(scope="module")
+def owned_run(tmp_path_factory):
+    """A server and learner "first" that owns the run on root_dir `root/run`."""
+    r = Run(str(tmp_path_factory.mktemp("ownership")))
+    os.makedirs(os.path.join(r.root, "run"))
+    server_flags = [f"--root_dir={r.root}/run", *SMALL, f"--port={r.port}"]
+    r.procs["server"] = start("reverb_server", server_flags, r.log("server"))
+    r.start_learner("first", os.path.join(r.root, "run"))
+    wait_for_log(r.log("first"), OWNED, DEADLINE_S, r.procs)
+    yield r
+    kill_all(r.procs)
+
+
+def _error(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+def test_second_learner_on_the_same_root_dir_is_refused(owned_run):
+    run_dir = os.path.join(owned_run.root, "run")
+    info_path = os.path.join(run_dir, "run_info.json")
+    with open(info_path) as f:
+        info_before = f.read()
+    first = owned_run.procs["first"]
+    result = run(
+        "learner",
+        f"--root_dir={run_dir}",
+        *owned_run.clients,
+        "--actor_fc_layer_params=32,32",  # its own settings must not reach run_info.json
+        timeout_s=DEADLINE_S,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    error = _error(result)
+    assert f"Another learner owns this run: pid {first.pid} on host {socket.gethostname()}" in (
+        error
+    )
+    assert f"lock file {run_dir}/learner.lock" in error
+    assert "Stop that learner first" in error
+    assert first.poll() is None  # the owner goes on
+    assert read(info_path) == info_before
+
+
+def test_learner_elsewhere_is_refused_by_the_server_and_a_new_one_takes_over(owned_run, tmp_path):
+    first = owned_run.procs["first"]
+    # Another root_dir (as on another host): only the server can tell.
+    result = run("learner", f"--root_dir={tmp_path}/other", *owned_run.clients, timeout_s=600)
+    assert result.returncode == 2, result.stderr[-3000:]
+    error = _error(result)
+    assert f"Another learner owns this run: pid {first.pid} on host" in error
+    assert "the Reverb server's lease" in error
+    assert not os.path.exists(os.path.join(tmp_path, "other", "run_info.json"))
+
+    # The owner dies without a word; a learner restarted on its root_dir takes over
+    # (the dead learner's lock is released by the kernel and names its lease).
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    run_dir = os.path.join(owned_run.root, "run")
+    second = owned_run.start_learner("second", run_dir)
+    wait_for_log(owned_run.log("second"), OWNED, DEADLINE_S, {"second": second})
+    assert f"Took over the run from learner pid {first.pid} on host" in read(
+        owned_run.log("second")
+    )
+    wait_for_log(owned_run.log("server"), r"takes over from pid \d+", DEADLINE_S)
+    with open(os.path.join(run_dir, "learner.lock")) as f:
+        assert json.load(f)["pid"] == second.pid
+    assert stop(second) == 0, read(owned_run.log("second"))[-3000:]
+    # Stopped cleanly, it gave the run back: the next learner owns it at once.
+    wait_for_log(owned_run.log("server"), r"gave the run back", DEADLINE_S)
