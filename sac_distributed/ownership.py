@@ -37,6 +37,7 @@ import tensorflow as tf
 from absl import logging
 
 from sac_distributed.errors import RunOwnedError
+from sac_distributed.replay import latest_value_table
 
 LOCK_FILE = "learner.lock"
 CLAIMS_TABLE = "learner_claims"
@@ -97,14 +98,7 @@ def make_tables() -> List[reverb.Table]:
     """The claims queue (learners -> server) and the owner record (server -> learners)."""
     signature = {_ROW: tf.TensorSpec([_FIELDS + _HOST_BYTES], tf.int64)}
     claims = reverb.Table.queue(CLAIMS_TABLE, max_size=1_000, signature=signature)
-    owner = reverb.Table(
-        name=OWNER_TABLE,
-        sampler=reverb.selectors.Fifo(),
-        remover=reverb.selectors.Fifo(),
-        max_size=1,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=signature,
-    )
+    owner = latest_value_table(OWNER_TABLE, signature)
     return [claims, owner]
 
 

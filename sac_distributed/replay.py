@@ -62,6 +62,18 @@ def make_rate_limiter(config: ServerConfig) -> reverb.rate_limiters.RateLimiter:
     )
 
 
+def latest_value_table(name: str, signature: object) -> reverb.Table:
+    """A one-item table holding the latest value written (a new insert evicts the old)."""
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=signature,
+    )
+
+
 def make_tables(config: ServerConfig, env_specs) -> list:
     """The replay table and the variable container table, signatures included."""
     replay = reverb.Table(
@@ -72,13 +84,8 @@ def make_tables(config: ServerConfig, env_specs) -> list:
         rate_limiter=make_rate_limiter(config),
         signature=specs_lib.transition_signature(env_specs, config.hparams.transitions_per_item),
     )
-    variables = reverb.Table(
-        name=VARIABLE_TABLE,
-        sampler=reverb.selectors.Fifo(),
-        remover=reverb.selectors.Fifo(),
-        max_size=1,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=specs_lib.variable_signature(env_specs, config.hparams),
+    variables = latest_value_table(
+        VARIABLE_TABLE, specs_lib.variable_signature(env_specs, config.hparams)
     )
     return [replay, variables]
 
