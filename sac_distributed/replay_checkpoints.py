@@ -8,11 +8,18 @@ rename, to `replay_checkpoints/<timestamp>`; the last `keep` of those stay. On
 start the newest readable one is restored: an unreadable one is set aside in
 `replay_checkpoints/.unreadable` with a log line naming the file and why, and
 the previous one is tried.
+
+Reverb's files are ZLIB-compressed TFRecords flushed record by record, so a file
+cut short at a flush point reads back as a shorter, valid file, and Reverb then
+restores items whose chunks are gone (or hangs). Each adopted checkpoint
+therefore gets a list of its files' sizes, and a checkpoint whose files no
+longer have them is unreadable before Reverb sees it.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -28,6 +35,8 @@ REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 WRITING_DIR = ".writing"
 UNREADABLE_DIR = ".unreadable"
 _DONE = "DONE"  # Reverb's marker of a complete checkpoint, written last
+SIZES_FILE = "sac_file_sizes.json"  # ours, written when a checkpoint is adopted
+_FILES = ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord")
 
 
 class ReplayCheckpoints:
@@ -60,6 +69,7 @@ class ReplayCheckpoints:
     def adopt(self, path: str) -> str:
         """Moves a complete checkpoint from the writing directory among the kept ones."""
         kept = os.path.join(self.directory, os.path.basename(path))
+        _write_sizes(path)
         os.rename(path, kept)
         for old in self.kept()[self._keep :]:
             shutil.rmtree(old, ignore_errors=True)
@@ -91,10 +101,8 @@ def restore_server(
     checkpoints.tidy()
     failures = []
     for path in checkpoints.kept():
-        try:
-            server = build(checkpoints.checkpointer(path))
-        except RuntimeError as error:  # what Reverb raises for a damaged checkpoint
-            reason = damaged_file(path) or _first_line(str(error))
+        server, reason = _try_restore(checkpoints, build, path)
+        if server is None:
             failures.append((path, reason))
             logging.warning(
                 "Replay checkpoint %s is unreadable: %s. Trying the previous one.", path, reason
@@ -111,14 +119,54 @@ def restore_server(
     return build(checkpoints.checkpointer(None))
 
 
+def _try_restore(checkpoints, build, path: str):
+    """(server, None) from the checkpoint at `path`, or (None, why it is unreadable)."""
+    reason = wrong_size(path)
+    if reason:
+        return None, reason
+    try:
+        return build(checkpoints.checkpointer(path)), None
+    except RuntimeError as error:  # what Reverb raises for a damaged checkpoint
+        return None, damaged_file(path) or _first_line(str(error))
+
+
 def _set_aside_all(checkpoints: ReplayCheckpoints, failures) -> None:
     for path, _ in failures:
         logging.warning("Moved the unreadable %s to %s.", path, checkpoints.set_aside(path))
 
 
+def _write_sizes(path: str) -> None:
+    sizes = {name: os.path.getsize(os.path.join(path, name)) for name in _FILES}
+    temporary = os.path.join(path, SIZES_FILE + ".tmp")
+    with open(temporary, "w") as f:
+        json.dump(sizes, f)
+    os.replace(temporary, os.path.join(path, SIZES_FILE))
+
+
+def wrong_size(path: str) -> Optional[str]:
+    """'chunks.tfrecord: 1364 of its 2728 bytes are left' when a file was cut, if any.
+
+    Checkpoints adopted before the sizes were recorded are not checked.
+    """
+    listed = os.path.join(path, SIZES_FILE)
+    if not os.path.exists(listed):
+        return None
+    with open(listed) as f:
+        sizes = json.load(f)
+    for name, size in sizes.items():
+        file = os.path.join(path, name)
+        if not os.path.exists(file):
+            return f"{name} is missing"
+        left = os.path.getsize(file)
+        if left != size:
+            change = "are left (truncated)" if left < size else "are there (appended to)"
+            return f"{name}: {left} of its {size} bytes {change}"
+    return None
+
+
 def damaged_file(path: str) -> Optional[str]:
     """'chunks.tfrecord: corrupted record at 0' for the first unreadable file, if any."""
-    for name in ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord"):
+    for name in _FILES:
         file = os.path.join(path, name)
         if not os.path.exists(file):
             return f"{name} is missing"

@@ -9,16 +9,25 @@ during the final checkpoint does not cut it short.
 import os
 import signal
 import time
+from typing import Optional
 
 import numpy as np
 import portpicker
 import pytest
 import reverb
+import tensorflow as tf
 from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
 
 from sac_distributed import replay
 from sac_distributed import specs as specs_lib
-from sac_distributed.replay_checkpoints import REPLAY_CHECKPOINT_DIR, UNREADABLE_DIR
+from sac_distributed.replay_checkpoints import (
+    REPLAY_CHECKPOINT_DIR,
+    SIZES_FILE,
+    UNREADABLE_DIR,
+    ReplayCheckpoints,
+    damaged_file,
+    wrong_size,
+)
 from sac_distributed.runtime import StopSignal
 
 pytestmark = pytest.mark.slow
@@ -100,10 +109,34 @@ def server(tmp_path):
     s.cleanup()
 
 
+def _records(path: str) -> Optional[int]:
+    """How many records the file reads back as, or None when reading fails."""
+    try:
+        return sum(1 for _ in tf.data.TFRecordDataset(path, compression_type="ZLIB"))
+    except tf.errors.OpError:
+        return None
+
+
+def _cut(path: str, reads_cleanly: bool) -> None:
+    """Cuts the file near its middle: where it still reads back as a shorter valid
+    file (`reads_cleanly`, the cut Reverb restores without a word) or where it fails."""
+    with open(path, "rb") as f:
+        data = f.read()
+    for size in range(len(data) // 2, 0, -1):
+        with open(path, "wb") as f:
+            f.write(data[:size])
+        count = _records(path)
+        if count if reads_cleanly else count is None:
+            return
+    raise AssertionError(f"no cut of {path} with reads_cleanly={reads_cleanly}")
+
+
 def _truncate_chunks(server: Server, name: str) -> str:
+    """As a save cut short would leave it, at a point Reverb's reader does not notice."""
     path = os.path.join(server.root, REPLAY_CHECKPOINT_DIR, name, "chunks.tfrecord")
-    with open(path, "r+b") as f:
-        f.truncate(os.path.getsize(path) // 2)  # as a save cut short would leave it
+    records = _records(path)
+    _cut(path, reads_cleanly=True)
+    assert 0 < _records(path) < records  # fewer, all valid: only the recorded sizes tell
     return path
 
 
@@ -127,6 +160,7 @@ def test_last_two_are_kept_and_a_truncated_newest_falls_back(server):
         f"Replay checkpoint {os.path.join(server.root, REPLAY_CHECKPOINT_DIR, newest)} is "
         "unreadable: chunks.tfrecord: "
     )
+    assert "bytes are left (truncated)" in log, log[-3000:]
     assert expected in log, log[-3000:]
     assert "Trying the previous one." in log
     assert (
@@ -204,3 +238,32 @@ def test_a_second_signal_does_not_interrupt_final_work():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_recorded_sizes_catch_a_clean_cut_and_the_reader_names_a_broken_record(tmp_path):
+    """In process: a checkpoint adopted with its sizes; a cut at a record boundary is
+    told by the sizes alone, and a cut inside a record by the reader too."""
+    table = reverb.Table.queue("queue", 1000)
+    checkpoints = ReplayCheckpoints(str(tmp_path), keep=2)
+    server = reverb.Server([table], checkpointer=checkpoints.checkpointer(None))
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        for i in range(50):
+            client.insert(np.full(64, i, np.float32), {"queue": 1.0})
+        path = checkpoints.adopt(client.checkpoint())
+    finally:
+        server.stop()
+    assert wrong_size(path) is None and damaged_file(path) is None
+    assert os.path.exists(os.path.join(path, SIZES_FILE))
+
+    chunks = os.path.join(path, "chunks.tfrecord")
+    size = os.path.getsize(chunks)
+    _cut(chunks, reads_cleanly=True)
+    assert damaged_file(path) is None  # the reader alone sees nothing wrong
+    assert wrong_size(path) == (
+        f"chunks.tfrecord: {os.path.getsize(chunks)} of its {size} bytes are left (truncated)"
+    )
+    _cut(chunks, reads_cleanly=False)
+    assert damaged_file(path).startswith("chunks.tfrecord: ")
+    os.remove(os.path.join(path, SIZES_FILE))  # as a checkpoint from before sizes were kept
+    assert wrong_size(path) is None
