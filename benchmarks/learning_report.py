@@ -324,7 +324,10 @@ def plot_env(env_name: str, runs: List[Run], path: str) -> str:
         ax.fill_between(
             xs, [min(r) for r in rows], [max(r) for r in rows], alpha=0.2, color=line[0].get_color()
         )
-    reference = REFERENCE.get(env_name)
+    # Only the reference points within the runs' budget: a 1M point would squeeze
+    # a 100k curve into the left tenth of the plot.
+    budget = max((p.env_steps for r in runs for p in r.points), default=0)
+    reference = {x: y for x, y in REFERENCE.get(env_name, {}).items() if x <= 1.1 * budget}
     if reference:
         ax.scatter(
             list(reference),
