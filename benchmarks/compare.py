@@ -57,7 +57,7 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import replay
+from sac_distributed import paths, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
 from sac_distributed.agent import EnvSpecs
@@ -71,7 +71,6 @@ from sac_distributed.config import (
 )
 from sac_distributed.connection import Connection
 from sac_distributed.errors import ServerUnreachableError
-from sac_distributed.evaluation import EVAL_DIR, RESULTS_FILE
 from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
@@ -1418,7 +1417,7 @@ def launch_command(s: Settings, root_dir: str) -> List[str]:
 def ours_time_to_return(s: Settings) -> Optional[Reached]:
     """Runs sac-launch and watches root_dir/eval/results.csv until the target or the cap."""
     root_dir = tempfile.mkdtemp(prefix="sac_bench_launch_")
-    results = os.path.join(root_dir, EVAL_DIR, RESULTS_FILE)
+    results = paths.results_path(root_dir)
     log_path = os.path.join(root_dir, "launch_output.txt")
     argv = launch_command(s, root_dir)
     logging.info("ours: %s", " ".join(argv))

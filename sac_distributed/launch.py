@@ -24,9 +24,10 @@ import threading
 import time
 from typing import Deque, Dict, List, Optional, Sequence, TextIO
 
+from sac_distributed import paths, plotting
 from sac_distributed.config import LaunchConfig
+from sac_distributed.errors import ConfigError
 
-LOG_DIR = "logs"
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
 # While jobs shut down, the launcher says every this many seconds whom it waits for.
@@ -256,18 +257,22 @@ class Supervisor:
 
 
 def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:
-    """Prints the first and last evaluation from root_dir/eval/results.csv."""
-    path = os.path.join(root_dir, "eval", "results.csv")
+    """Prints the first and last evaluation from the evaluator's results.csv."""
+    path = paths.results_path(root_dir)
     if not os.path.exists(path):
         console.write("No evaluation results were written.\n")
         return
-    with open(path) as f:
-        rows = [line.strip().split(",") for line in f][1:]
-    if not rows:
+    try:
+        points = plotting.read_results(path)
+    except ConfigError as error:
+        console.write(f"Could not read the evaluation results: {error}\n")
+        return
+    if not points:
         console.write("No evaluation results were written.\n")
         return
-    first, last = rows[0], rows[-1]
+    first, last = points[0], points[-1]
     console.write(
-        f"Eval return: {float(first[2]):.1f} at train_step {first[0]} -> "
-        f"{float(last[2]):.1f} at train_step {last[0]} ({len(rows)} evaluations, {path})\n"
+        f"Eval return: {first.average_return:.1f} at train_step {first.train_step} -> "
+        f"{last.average_return:.1f} at train_step {last.train_step} "
+        f"({len(points)} evaluations, {path})\n"
     )

@@ -22,6 +22,7 @@ from absl import logging
 from tf_agents.policies import greedy_policy, policy_saver
 
 from sac_distributed import agent as agent_lib
+from sac_distributed import paths
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
@@ -31,10 +32,6 @@ from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_si
 from sac_distributed.runtime import Metrics, replace_dir
 from sac_distributed.variables import VariableContainer
 
-TRAIN_DIR = "train"
-CHECKPOINT_DIR = os.path.join(TRAIN_DIR, "checkpoints")
-POLICIES_DIR = "policies"
-POLICY_NAMES = ("policy", "collect_policy", "greedy_policy")
 # How long a sample may wait on the rate limiter before the loop regains
 # control (to notice a stop signal) and starts a fresh iterator.
 SAMPLE_TIMEOUT_MS = 2_000
@@ -98,9 +95,9 @@ class LearnerLoop:
         # TensorFlow ignores an unparsable index file; _restore then scans the directory.
         self._checkpoints = tf.train.CheckpointManager(
             checkpoint,
-            os.path.join(config.root_dir, CHECKPOINT_DIR),
+            paths.checkpoint_dir(config.root_dir),
             max_to_keep=config.max_checkpoints_to_keep,
-            checkpoint_name="ckpt",
+            checkpoint_name=paths.CHECKPOINT_PREFIX,
         )
         self._restore()
         self._specs = specs
@@ -503,14 +500,14 @@ class LearnerLoop:
         return True
 
     def _checkpoint_path(self, step: int) -> str:
-        return os.path.join(self._checkpoints.directory, f"ckpt-{step}")
+        return os.path.join(self._checkpoints.directory, f"{paths.CHECKPOINT_PREFIX}-{step}")
 
     def export_policies(self) -> None:
         """Writes full SavedModels of all three policies, replacing the old ones."""
         step = self.step
         if step == self._last_saved_policy_step:
             return
-        root = os.path.join(self._config.root_dir, POLICIES_DIR)
+        root = paths.policies_dir(self._config.root_dir)
         for name, saver in self._savers.items():
             tmp = os.path.join(root, f".{name}.tmp")
             saver.save(tmp)
@@ -594,7 +591,7 @@ def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:
     ckpt-N.index on disk belongs to a checkpoint that was written in full.
     """
     found = set(manager.checkpoints)
-    for index in glob.glob(os.path.join(manager.directory, "ckpt-*.index")):
+    for index in glob.glob(os.path.join(manager.directory, f"{paths.CHECKPOINT_PREFIX}-*.index")):
         found.add(index[: -len(".index")])
 
     def step(path: str) -> int:

@@ -7,12 +7,12 @@ import shutil
 import numpy as np
 import pytest
 
-from sac_distributed import learner_loop
+from sac_distributed import paths
 from sac_distributed.errors import CheckpointError
 
 
 def _ckpt_dir(root_dir: str) -> str:
-    return os.path.join(root_dir, learner_loop.CHECKPOINT_DIR)
+    return os.path.join(root_dir, paths.CHECKPOINT_DIR)
 
 
 @pytest.fixture

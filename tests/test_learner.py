@@ -22,7 +22,7 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import learner_loop, replay
+from sac_distributed import learner_loop, paths, replay
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.variables import VariableContainer
 
@@ -30,7 +30,7 @@ NUM_ITERATIONS = 20
 
 
 def _checkpoint_steps(root_dir):
-    pattern = os.path.join(root_dir, learner_loop.CHECKPOINT_DIR, "ckpt-*.index")
+    pattern = os.path.join(root_dir, paths.CHECKPOINT_DIR, "ckpt-*.index")
     names = (os.path.basename(p) for p in glob.glob(pattern))
     return sorted(int(n[len("ckpt-") : -len(".index")]) for n in names)
 
@@ -51,7 +51,7 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
 
     # A checkpoint every checkpoint_interval (10) steps, the last at the final step.
     assert _checkpoint_steps(root_dir) == [10, NUM_ITERATIONS]
-    latest = tf.train.latest_checkpoint(os.path.join(root_dir, learner_loop.CHECKPOINT_DIR))
+    latest = tf.train.latest_checkpoint(os.path.join(root_dir, paths.CHECKPOINT_DIR))
     assert latest.endswith(f"ckpt-{NUM_ITERATIONS}")
 
     # The container holds the final weights (flagged done when training is complete).
@@ -68,8 +68,8 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
     obs = _observations(env_specs, 8)
     time_step = ts.restart(obs, batch_size=len(obs))
     actions = {}
-    for name in learner_loop.POLICY_NAMES:
-        path = os.path.join(root_dir, learner_loop.POLICIES_DIR, name)
+    for name in paths.POLICY_NAMES:
+        path = os.path.join(root_dir, paths.POLICIES_DIR, name)
         assert os.path.isfile(os.path.join(path, "saved_model.pb")), path
         policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
             path, load_specs_from_pbtxt=True, batch_time_steps=False

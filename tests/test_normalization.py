@@ -19,7 +19,7 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import learner_loop
+from sac_distributed import paths
 from sac_distributed.errors import CheckpointError
 from sac_distributed.normalization import OBSERVATION_CLIP, ObservationNormalizer
 from sac_distributed.policy import NumpyActorPolicy, ObservationNormalization
@@ -151,7 +151,7 @@ def test_learner_statistics_reach_actors_and_the_saved_policy(trained, env_specs
     actor = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     actor.set_weights(snapshot.policy_weights, snapshot.normalization)
     obs = replay_observations[:16] * 3.0
-    path = os.path.join(root_dir, learner_loop.POLICIES_DIR, "greedy_policy")
+    path = os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy")
     saved = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
         path, load_specs_from_pbtxt=True, batch_time_steps=False
     )

@@ -15,9 +15,10 @@ import portpicker
 from absl import flags
 
 from sac_distributed import config as config_lib
+from sac_distributed import paths
 from sac_distributed.bin import _common
 from sac_distributed.errors import PortInUseError
-from sac_distributed.launch import LOG_DIR, Supervisor, job_specs, print_summary
+from sac_distributed.launch import Supervisor, job_specs, print_summary
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
 flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
@@ -74,7 +75,7 @@ def main() -> int:
         flush=True,
     )
     supervisor = Supervisor(
-        job_specs(config, port), os.path.join(config.root_dir, LOG_DIR), verbose=FLAGS.verbose
+        job_specs(config, port), paths.log_dir(config.root_dir), verbose=FLAGS.verbose
     )
     stop = StopSignal().install()
     stop_watch = _relay(stop, supervisor)
