@@ -62,12 +62,15 @@ def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
 
 
 def _check_signatures(specs, hparams, connection: Connection, who: str) -> None:
+    """Refuses a job whose env specs, transitions_per_item or actor network sizes
+    differ from what the server's tables were built for, naming both values."""
     replay.check_table_signature(
         connection.replay,
         replay.REPLAY_TABLE,
-        specs_lib.transition_signature(specs),
+        specs_lib.transition_signature(specs),  # any K: the row layout first
         f"The {who}'s transition spec",
     )
+    replay.check_transitions_per_item(connection.replay, hparams.transitions_per_item, who)
     replay.check_table_signature(
         connection.variables,
         replay.VARIABLE_TABLE,

@@ -244,7 +244,11 @@ class LearnerLoop:
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             per_replica = context.get_per_replica_batch_size(batch_size)
             return make_dataset(
-                address, self._specs, per_replica, rate_limiter_timeout_ms=SAMPLE_TIMEOUT_MS
+                address,
+                self._specs,
+                per_replica,
+                rate_limiter_timeout_ms=SAMPLE_TIMEOUT_MS,
+                transitions_per_item=self._hp.transitions_per_item,  # checked on the server
             )
 
         dataset = self.learner.strategy.distribute_datasets_from_function(dataset_fn)
