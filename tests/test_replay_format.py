@@ -188,6 +188,16 @@ def test_a_learner_with_another_k_than_the_servers_is_refused_at_start_up(k_serv
     assert not os.path.exists(paths.run_info_path(root))  # refused before writing anything
 
 
+def test_a_learner_with_the_servers_k_trains(k_server, write_replay, tmp_path):
+    """The counterpart of the refusal: the same K as the table passes every check."""
+    write_replay(k_server.localhost_client(), 128)
+    config = learner_config(
+        str(tmp_path), f"localhost:{k_server.port}", {"transitions_per_item": K}
+    )
+    result = jobs.run_learner(config, lambda: False)
+    assert (result.train_step, result.stop_reason) == (20, "num_iterations reached")
+
+
 def test_an_evaluator_with_another_k_than_the_servers_is_refused_at_start_up(k_server, tmp_path):
     address = f"localhost:{k_server.port}"
     config = config_lib.EvaluatorConfig(
@@ -206,6 +216,7 @@ def test_the_learners_dataset_checks_k_against_the_table(k_server, env_specs):
     address = f"localhost:{k_server.port}"
     with pytest.raises(SignatureMismatchError, match=f"stores {K} transitions per item"):
         replay.make_dataset(address, env_specs, 32, transitions_per_item=2)
+    assert replay.make_dataset(address, env_specs, 32, transitions_per_item=K) is not None
 
 
 def test_wait_for_table_size_counts_items(k_server, write_replay):
