@@ -57,7 +57,7 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import replay
+from sac_distributed import paths, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
 from sac_distributed.agent import EnvSpecs
@@ -71,7 +71,6 @@ from sac_distributed.config import (
 )
 from sac_distributed.connection import Connection
 from sac_distributed.errors import ServerUnreachableError
-from sac_distributed.evaluation import EVAL_DIR, RESULTS_FILE
 from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
@@ -535,16 +534,17 @@ class Bench:
 
 
 class LearnerLoopDriver:
-    """Runs LearnerLoop's own training iteration for a given time, without run()'s exits.
+    """Runs LearnerLoop's own training for a given time, through its public API.
 
     `LearnerLoop.run()` only stops at num_iterations or a stop signal and then
     writes a checkpoint and three SavedModels, so it cannot be timed window by
-    window. This driver makes the iterator as run() does and calls run()'s
-    iteration, `_train_once()` (one guarded tf.function call of up to
-    steps_per_call updates, then that step's weight push / summaries), with
-    run()'s sampling-timeout retry. The trace is paid once and every window is
-    steady state. A public `LearnerLoop.train(num_steps)` would make these
-    private calls unnecessary.
+    window. This driver calls run()'s first two parts: `start()` (first push,
+    warm replay, the Reverb iterator) once, then `train(steps_per_call)` per
+    chunk: one guarded tf.function call of steps_per_call updates, then that
+    step's scheduled weight push / summaries, with run()'s sampling-timeout
+    retry. The trace is paid once and every window is steady state. The
+    constant-batch variant calls the SAC update alone, `SacLearner.step`, on an
+    in-memory batch: compute without the data path.
     """
 
     def __init__(self, bench: Bench):
@@ -560,41 +560,32 @@ class LearnerLoopDriver:
         )
         connection = Connection(client_config, "benchmark learner", lambda: False)
         connection.open()
-        self._strategy = tf.distribute.get_strategy()
-        self.loop = LearnerLoop(config, bench.specs, self._strategy, connection, Metrics(None))
-        self.loop._iterator = self.loop._make_iterator()
-        self._reverb_iterator: Iterator = self.loop._iterator
+        self._steps_per_call = config.steps_per_call
+        self.loop = LearnerLoop(
+            config, bench.specs, tf.distribute.get_strategy(), connection, Metrics(None)
+        )
+        if not self.loop.start():
+            raise RuntimeError("The benchmark learner was stopped while starting.")
         self._const_iterator: Optional[Iterator] = None
         self._make_batch = lambda: next(
             iter(replay.make_dataset(our.address, bench.specs, bench.hparams.batch_size))
         )
 
     def step(self) -> int:
-        """One training iteration on the Reverb iterator; returns train steps done."""
-        return self._train_once(None)
+        """One training call on the Reverb iterator; returns train steps done."""
+        return self.loop.train(self._steps_per_call)
 
     def const_batch_step(self) -> int:
-        """The same on one in-memory batch repeated forever: compute without data path."""
+        """The SAC update alone on one in-memory batch repeated forever."""
+        learner = self.loop.learner
         if self._const_iterator is None:
             batch = self._make_batch()
-            dataset = self._strategy.distribute_datasets_from_function(
+            dataset = learner.strategy.distribute_datasets_from_function(
                 lambda _: tf.data.Dataset.from_tensors(batch).repeat()
             )
             self._const_iterator = iter(dataset)
-        return self._train_once(self._const_iterator)
-
-    def _train_once(self, iterator: Optional[Iterator]) -> int:
-        loop = self.loop
-        loop._iterator = iterator or self._reverb_iterator
-        before = loop.step
-        try:
-            loop._train_once()
-        except tf.errors.OutOfRangeError:  # a sample timed out on the rate limiter
-            loop._on_sampling_timeout()
-        finally:
-            if iterator is None:  # keep the (possibly renewed) Reverb iterator
-                self._reverb_iterator = loop._iterator
-        return loop.step - before
+        learner.step(self._const_iterator, self._steps_per_call)
+        return self._steps_per_call
 
 
 # --- the pieces: each sets up, warms up, and returns its Measure -----------------------
@@ -712,7 +703,7 @@ def setup_learner(bench: Bench) -> Measure:
 
 
 def setup_learner_const_batch(bench: Bench) -> Measure:
-    """Our LearnerLoop's update on a constant in-memory batch (no Reverb)."""
+    """Our SAC update (SacLearner.step) on a constant in-memory batch (no Reverb)."""
     driver = bench.learner_driver
     for _ in range(2):
         driver.const_batch_step()
@@ -1418,7 +1409,7 @@ def launch_command(s: Settings, root_dir: str) -> List[str]:
 def ours_time_to_return(s: Settings) -> Optional[Reached]:
     """Runs sac-launch and watches root_dir/eval/results.csv until the target or the cap."""
     root_dir = tempfile.mkdtemp(prefix="sac_bench_launch_")
-    results = os.path.join(root_dir, EVAL_DIR, RESULTS_FILE)
+    results = paths.results_path(root_dir)
     log_path = os.path.join(root_dir, "launch_output.txt")
     argv = launch_command(s, root_dir)
     logging.info("ours: %s", " ".join(argv))

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-# The evaluator's header (sac_distributed.evaluation.RESULTS_HEADER), repeated
+# The evaluator's header (sac_distributed.paths.RESULTS_HEADER), repeated
 # here because the SB3 peer cannot import sac_distributed; a test checks they agree.
 RESULTS_HEADER = (
     "train_step",

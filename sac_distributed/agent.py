@@ -98,15 +98,6 @@ def make_agent(
     return agent
 
 
-def policy_variables(agent: sac_agent.SacAgent) -> List[tf.Variable]:
-    """The actor network's variables, in a fixed order (kernel, bias per layer).
-
-    Not `collect_policy.variables()`: with normalization that also lists the
-    normalizer's statistics, which travel separately (see variables.py).
-    """
-    return list(agent._actor_network.variables)  # noqa: SLF001
-
-
 def policy_variable_specs(specs: EnvSpecs, hparams: Hyperparams) -> List[tf.TensorSpec]:
     """Shapes of the policy variables, without building a whole agent."""
     actor = make_actor_network(specs, hparams)

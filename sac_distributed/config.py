@@ -345,21 +345,27 @@ class EvaluatorConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """The local launcher: every job as a separate OS process on localhost."""
+    """A whole run on one machine: what `job_definitions.make_run_configs` needs to
+    build every job's config (the local launcher starts them as OS processes)."""
 
     root_dir: str
     env_name: str = DEFAULT_ENV_NAME
+    hparams: Optional[Hyperparams] = None  # None: the env's preset; given to every job
     num_actors: int = 1
     port: int = 0  # 0 picks a free port
-    extra_flags: Tuple[str, ...] = ()  # passed to every job (shared flags)
-    actor_flags: Tuple[str, ...] = ()  # passed to actors only
-    learner_flags: Tuple[str, ...] = ()  # passed to the learner only
-    seed: Optional[int] = None  # checked here, before any job starts; forwarded in extra_flags
+    connect_timeout_s: float = 300.0  # how long clients wait for the server
+    seed: Optional[int] = None  # for the learner, actors (each its own) and evaluator
+    num_envs: Optional[int] = None  # per actor; None: ActorConfig's default
+    variable_update_interval: Optional[int] = None  # None: ActorConfig's default
+    strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        if self.hparams is None:
+            object.__setattr__(self, "hparams", hyperparams_for(self.env_name))
         _require_positive_int("num_actors", self.num_actors)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
+        _require_positive_number("connect_timeout_s", self.connect_timeout_s)
         _require_seed(self.seed)
 
 

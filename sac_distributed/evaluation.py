@@ -8,7 +8,6 @@ evaluation to root_dir/eval/results.csv.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Callable, List, Optional
 
@@ -16,22 +15,13 @@ import numpy as np
 from absl import logging
 from tf_agents.environments import py_environment
 
+from sac_distributed import paths
 from sac_distributed.config import EvaluatorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.replay import REPLAY_TABLE, table_info
 from sac_distributed.runtime import Metrics, append_csv_row
 from sac_distributed.variables import VariableContainer, VariableSnapshot
-
-EVAL_DIR = "eval"
-RESULTS_FILE = "results.csv"
-RESULTS_HEADER = (
-    "train_step",
-    "env_steps",
-    "average_return",
-    "average_episode_length",
-    "wall_time",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +92,7 @@ class EvalLoop:
         self._should_stop = should_stop
         spec = env.action_spec()
         self._policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, seed=config.seed)
-        self.results_path = os.path.join(config.root_dir, EVAL_DIR, RESULTS_FILE)
+        self.results_path = paths.results_path(config.root_dir)
         self.results: List[EvalResult] = []
 
     def run(self) -> List[EvalResult]:
@@ -170,7 +160,7 @@ class EvalLoop:
         self.results.append(result)
         append_csv_row(
             self.results_path,
-            RESULTS_HEADER,
+            paths.RESULTS_HEADER,
             (
                 result.train_step,
                 result.env_steps,

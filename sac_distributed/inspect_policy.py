@@ -30,8 +30,7 @@ from tf_agents.policies import py_policy
 
 from sac_distributed import specs as specs_lib
 from sac_distributed.errors import ConfigError, EnvError
-from sac_distributed.jobs import RUN_INFO_FILE
-from sac_distributed.learner_loop import POLICIES_DIR
+from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
 
 DEFAULT_POLICY = "greedy_policy"
 VIDEO_SUFFIXES = (".mp4", ".gif")

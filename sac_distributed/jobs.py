@@ -15,19 +15,17 @@ from typing import Callable, List
 from absl import logging
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import ownership, replay
+from sac_distributed import ownership, paths, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop, ActorStats
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.connection import Connection
 from sac_distributed.errors import ConfigError
-from sac_distributed.evaluation import EVAL_DIR, EvalLoop, EvalResult
-from sac_distributed.learner_loop import CHECKPOINT_DIR, TRAIN_DIR, LearnerLoop, LearnerResult
+from sac_distributed.evaluation import EvalLoop, EvalResult
+from sac_distributed.learner_loop import LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics, write_json
-from sac_distributed.server import SERVER_SUMMARY_DIR, ServerLoop, make_server
+from sac_distributed.server import ServerLoop, make_server
 
-COLLECT_DIR = "collect"
-RUN_INFO_FILE = "run_info.json"  # read by sac-evaluate to find the env name
 # Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
 # the inputs its weights expect. Changing one on a restart is refused.
 CHECKPOINT_BOUND_HPARAMS = (
@@ -49,7 +47,7 @@ def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float]
         replay.REPLAY_TABLE,
         replay.VARIABLE_TABLE,
     )
-    metrics = Metrics(os.path.join(config.root_dir, SERVER_SUMMARY_DIR))
+    metrics = Metrics(paths.server_summary_dir(config.root_dir))
     try:
         ServerLoop(config, server, metrics).run(should_stop, wait)
     finally:
@@ -64,12 +62,15 @@ def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
 
 
 def _check_signatures(specs, hparams, connection: Connection, who: str) -> None:
+    """Refuses a job whose env specs, transitions_per_item or actor network sizes
+    differ from what the server's tables were built for, naming both values."""
     replay.check_table_signature(
         connection.replay,
         replay.REPLAY_TABLE,
-        specs_lib.transition_signature(specs),
+        specs_lib.transition_signature(specs),  # any K: the row layout first
         f"The {who}'s transition spec",
     )
+    replay.check_transitions_per_item(connection.replay, hparams.transitions_per_item, who)
     replay.check_table_signature(
         connection.variables,
         replay.VARIABLE_TABLE,
@@ -89,7 +90,7 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     who = f"actor {config.task}"
     connection = _connect(config.client, should_stop, who)
     _check_signatures(specs, config.hparams, connection, who)
-    metrics = Metrics(os.path.join(config.root_dir, COLLECT_DIR, f"actor_{config.task}"))
+    metrics = Metrics(paths.actor_summary_dir(config.root_dir, config.task))
     try:
         return ActorLoop(config, envs, connection, metrics, should_stop).run()
     finally:
@@ -131,8 +132,8 @@ def check_settings_match_checkpoint(config: LearnerConfig) -> None:
     Reads run_info.json (written by the learner that wrote the checkpoints)
     before anything connects or is written, and names each difference.
     """
-    path = os.path.join(config.root_dir, RUN_INFO_FILE)
-    checkpoints = glob.glob(os.path.join(config.root_dir, CHECKPOINT_DIR, "ckpt-*.index"))
+    path = paths.run_info_path(config.root_dir)
+    checkpoints = glob.glob(paths.checkpoint_index_pattern(config.root_dir))
     if not checkpoints or not os.path.exists(path):
         return
     with open(path) as f:
@@ -176,7 +177,7 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )
-    metrics = Metrics(os.path.join(config.root_dir, TRAIN_DIR))
+    metrics = Metrics(paths.train_dir(config.root_dir))
     try:
         check_owner = lease.check if lease is not None else None
         loop = LearnerLoop(
@@ -185,7 +186,7 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
         # What a later reader (sac-evaluate, the notebook) needs to rebuild the
         # setting; written once this learner owns the run and its checkpoint loaded.
         run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
-        write_json(os.path.join(config.root_dir, RUN_INFO_FILE), run_info)
+        write_json(paths.run_info_path(config.root_dir), run_info)
         return loop.run()
     finally:
         metrics.close()
@@ -197,7 +198,7 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     specs = specs_lib.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
     _check_signatures(specs, config.hparams, connection, "evaluator")
-    metrics = Metrics(os.path.join(config.root_dir, EVAL_DIR))
+    metrics = Metrics(paths.eval_dir(config.root_dir))
     try:
         return EvalLoop(config, env, connection, metrics, should_stop).run()
     finally:

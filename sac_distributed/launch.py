@@ -1,6 +1,8 @@
 """Local launcher: server, actors, learner and evaluator as separate OS processes.
 
-`Supervisor` starts each job with `python -m sac_distributed.bin.<job>`,
+What each job runs comes from `job_definitions` (portable, shared with other
+launchers); this module only runs them on this machine. `Supervisor` starts
+each job with `python -m sac_distributed.bin.<job>`,
 streams their output with a `[name]` prefix (full logs go to
 root_dir/logs/<name>.log), and ends the run when:
   * the learner exits 0: actors and evaluator exit on their own once they see
@@ -22,11 +24,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Deque, Dict, List, Optional, Sequence, TextIO
+from typing import Deque, Dict, Optional, Sequence, TextIO
 
-from sac_distributed.config import LaunchConfig
+from sac_distributed import paths, plotting
+from sac_distributed.errors import ConfigError
+from sac_distributed.job_definitions import LEARNER, SERVER, JobSpec
 
-LOG_DIR = "logs"
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
 # While jobs shut down, the launcher says every this many seconds whom it waits for.
@@ -38,55 +41,17 @@ _INTERESTING = re.compile(
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class JobSpec:
-    """One process to start: a display name and its full argv."""
-
-    name: str
-    argv: List[str]
-    essential: bool = True  # a clean exit of an essential job ends nothing by itself
-
-
-def job_specs(config: LaunchConfig, port: int, python: str = sys.executable) -> List[JobSpec]:
-    """Command lines of every job for a run on localhost:`port`."""
-    address = f"localhost:{port}"
-    shared = [
-        f"--root_dir={config.root_dir}",
-        f"--env_name={config.env_name}",
-        f"--replay_buffer_server_address={address}",
-        f"--variable_container_server_address={address}",
-        *config.extra_flags,
-    ]
-    server_flags = [f for f in shared if not f.startswith(_CLIENT_ONLY_FLAGS)]
-
-    def module(job: str) -> List[str]:
-        return [python, "-u", "-m", f"sac_distributed.bin.{job}"]
-
-    specs = [JobSpec("server", module("reverb_server") + server_flags + [f"--port={port}"])]
-    specs.append(JobSpec("learner", module("learner") + shared + list(config.learner_flags)))
-    for task in range(config.num_actors):
-        argv = module("actor") + shared + [f"--task={task}"] + list(config.actor_flags)
-        specs.append(JobSpec(f"actor_{task}", argv))
-    specs.append(JobSpec("evaluator", module("evaluator") + shared))
-    return specs
-
-
-_CLIENT_ONLY_FLAGS = (
-    "--replay_buffer_server_address",
-    "--variable_container_server_address",
-    "--connect_timeout",
-)
-
-
 class _Job:
     """A running child process with a thread that streams its output."""
 
-    def __init__(self, spec: JobSpec, log_dir: str, console: TextIO, verbose: bool, lock):
+    def __init__(
+        self, spec: JobSpec, python: str, log_dir: str, console: TextIO, verbose: bool, lock
+    ):
         self.spec = spec
         self.tail: Deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._log = open(os.path.join(log_dir, f"{spec.name}.log"), "a")
         self.process = subprocess.Popen(
-            spec.argv,
+            spec.argv(python),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -139,8 +104,11 @@ class Supervisor:
         log_dir: str,
         console: TextIO = sys.stdout,
         verbose: bool = False,
+        python: str = sys.executable,
     ):
+        """`verbose` streams every output line, not only ours and errors."""
         self._specs = list(specs)
+        self._python = python
         self._log_dir = log_dir
         self._console = console
         self._verbose = verbose
@@ -155,7 +123,7 @@ class Supervisor:
         os.makedirs(self._log_dir, exist_ok=True)
         for spec in self._specs:
             self._jobs[spec.name] = _Job(
-                spec, self._log_dir, self._console, self._verbose, self._lock
+                spec, self._python, self._log_dir, self._console, self._verbose, self._lock
             )
         try:
             return self._watch(poll_s)
@@ -170,10 +138,10 @@ class Supervisor:
                 return self._failure(failed)
             if self._stop_requested.is_set():
                 return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
-            clients = [j for n, j in self._jobs.items() if n != "server"]
+            clients = [j for n, j in self._jobs.items() if n != SERVER]
             if all(j.process.poll() == 0 for j in clients):
                 return self._result(0, "training finished; every job exited 0")
-            learner = self._jobs["learner"].process
+            learner = self._jobs[LEARNER].process
             if learner.poll() == 0 and learner_done_at is None:
                 learner_done_at = time.monotonic()
                 self._say(
@@ -185,8 +153,8 @@ class Supervisor:
                 return self._result(
                     1, f"learner finished but {waiting} did not exit within {_SHUTDOWN_GRACE_S}s"
                 )
-            if self._jobs["server"].process.poll() == 0:
-                return self._failure(self._jobs["server"])
+            if self._jobs[SERVER].process.poll() == 0:
+                return self._failure(self._jobs[SERVER])
             time.sleep(poll_s)
 
     def _first_failure(self) -> Optional[_Job]:
@@ -212,11 +180,11 @@ class Supervisor:
 
     def _stop_all(self) -> None:
         """SIGTERM the clients and wait, then the server (it checkpoints on the way out)."""
-        clients = [j for n, j in self._jobs.items() if n != "server"]
+        clients = [j for n, j in self._jobs.items() if n != SERVER]
         for job in clients:
             job.signal(signal.SIGTERM)
         self._wait_or_kill(clients, "to stop")
-        server = self._jobs.get("server")
+        server = self._jobs.get(SERVER)
         if server is not None:
             server.signal(signal.SIGTERM)
             self._wait_or_kill([server], "to write its replay checkpoint and stop")
@@ -256,18 +224,22 @@ class Supervisor:
 
 
 def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:
-    """Prints the first and last evaluation from root_dir/eval/results.csv."""
-    path = os.path.join(root_dir, "eval", "results.csv")
+    """Prints the first and last evaluation from the evaluator's results.csv."""
+    path = paths.results_path(root_dir)
     if not os.path.exists(path):
         console.write("No evaluation results were written.\n")
         return
-    with open(path) as f:
-        rows = [line.strip().split(",") for line in f][1:]
-    if not rows:
+    try:
+        points = plotting.read_results(path)
+    except ConfigError as error:
+        console.write(f"Could not read the evaluation results: {error}\n")
+        return
+    if not points:
         console.write("No evaluation results were written.\n")
         return
-    first, last = rows[0], rows[-1]
+    first, last = points[0], points[-1]
     console.write(
-        f"Eval return: {float(first[2]):.1f} at train_step {first[0]} -> "
-        f"{float(last[2]):.1f} at train_step {last[0]} ({len(rows)} evaluations, {path})\n"
+        f"Eval return: {first.average_return:.1f} at train_step {first.train_step} -> "
+        f"{last.average_return:.1f} at train_step {last.train_step} "
+        f"({len(points)} evaluations, {path})\n"
     )

@@ -36,10 +36,10 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
+from sac_distributed import paths
 from sac_distributed.errors import RunOwnedError
 from sac_distributed.replay import latest_value_table
 
-LOCK_FILE = "learner.lock"
 CLAIMS_TABLE = "learner_claims"
 OWNER_TABLE = "learner_owner"
 HEARTBEAT_INTERVAL_S = 5.0
@@ -294,7 +294,7 @@ class RootDirLock:
     """An exclusive flock on root_dir/learner.lock, naming its owner inside."""
 
     def __init__(self, root_dir: str, me: Claim):
-        self._path = os.path.join(root_dir, LOCK_FILE)
+        self._path = paths.lock_path(root_dir)
         self._me = me
         self._file = None
         self.previous: Optional[Claim] = None  # a dead owner found in the file

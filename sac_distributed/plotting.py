@@ -12,8 +12,9 @@ import dataclasses
 import os
 from typing import List, Optional
 
+from sac_distributed import paths
 from sac_distributed.errors import ConfigError
-from sac_distributed.evaluation import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
+from sac_distributed.paths import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
 
 X_AXES = ("train_step", "env_steps")
 
@@ -31,7 +32,7 @@ class EvalPoint:
 
 def results_path(root_dir: str) -> str:
     """Where the evaluator of a run on `root_dir` writes its results."""
-    return os.path.join(root_dir, EVAL_DIR, RESULTS_FILE)
+    return paths.results_path(root_dir)
 
 
 def read_results(path: str) -> List[EvalPoint]:

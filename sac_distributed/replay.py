@@ -162,6 +162,23 @@ def table_transitions_per_item(client: reverb.Client, timeout_s: int = 5) -> int
     return specs_lib.transitions_per_item_of(table_info(client, REPLAY_TABLE, timeout_s).signature)
 
 
+def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -> int:
+    """K of the server's replay table; SignatureMismatchError unless it is `expected`.
+
+    K shapes everything a job does with the replay (items written, items
+    sampled per batch, items to wait for, env steps counted), so a job whose
+    K differs from the table's is refused, in one line naming both values.
+    """
+    table_k = table_transitions_per_item(client)
+    if expected != table_k:
+        raise SignatureMismatchError(
+            f"The {who} runs with transitions_per_item={expected}, but the server's replay "
+            f"table {REPLAY_TABLE!r} stores {table_k} transitions per item: start every job "
+            f"with the server's --transitions_per_item={table_k}."
+        )
+    return table_k
+
+
 def stored_transitions(info) -> int:
     """Transitions held by a table, from its TableInfo (items x K)."""
     return int(info.current_size) * specs_lib.transitions_per_item_of(info.signature)
@@ -217,14 +234,10 @@ class TransitionWriter:
 
         Raises SignatureMismatchError when a given K differs from the table's.
         """
-        table_k = table_transitions_per_item(client)
-        if transitions_per_item is not None and transitions_per_item != table_k:
-            raise SignatureMismatchError(
-                f"This actor writes {transitions_per_item} transitions per replay item but "
-                f"the server's table holds {table_k}; start every job with the same "
-                "--transitions_per_item."
-            )
-        self._k = table_k
+        if transitions_per_item is None:
+            self._k = table_transitions_per_item(client)
+        else:
+            self._k = check_transitions_per_item(client, transitions_per_item, "actor")
         self._writer = client.trajectory_writer(num_keep_alive_refs=self._k)
         self._writer.configure((), num_keep_alive_refs=self._k, max_chunk_length=self._k)
         self._column = None  # the writer's column history, cached after the first append
@@ -395,15 +408,20 @@ def make_dataset(
     """Batches of `batch_size` `Transition`s sampled uniformly from the replay table.
 
     Samples batch_size / K items (K = `transitions_per_item`, read from the
-    server's table when None) from `num_parallel_datasets` interleaved Reverb
-    streams, then reshapes them to batch_size rows. `max_in_flight` is per
+    server's table when None; a given K is checked against the table's) from
+    `num_parallel_datasets` interleaved Reverb streams, then reshapes them to
+    batch_size rows. `max_in_flight` is per
     stream, in items (default: one batch's worth).
 
     With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
     limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
     """
-    k = transitions_per_item or table_transitions_per_item(reverb.Client(address))
+    client = reverb.Client(address)
+    if transitions_per_item is None:
+        k = table_transitions_per_item(client)
+    else:
+        k = check_transitions_per_item(client, transitions_per_item, "learner")
     if batch_size % k:
         raise ValueError(
             f"batch_size {batch_size} (per replica) is not a multiple of the table's "

@@ -29,13 +29,10 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
+from sac_distributed import paths
 from sac_distributed.errors import ReplayCheckpointError
 
-REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
-WRITING_DIR = ".writing"
-UNREADABLE_DIR = ".unreadable"
 _DONE = "DONE"  # Reverb's marker of a complete checkpoint, written last
-SIZES_FILE = "sac_file_sizes.json"  # ours, written when a checkpoint is adopted
 _FILES = ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord")
 
 
@@ -43,8 +40,8 @@ class ReplayCheckpoints:
     """The kept replay checkpoints of one root_dir, newest first."""
 
     def __init__(self, root_dir: str, keep: int):
-        self.directory = os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
-        self.writing_dir = os.path.join(self.directory, WRITING_DIR)
+        self.directory = paths.replay_checkpoint_dir(root_dir)
+        self.writing_dir = os.path.join(self.directory, paths.REPLAY_WRITING_DIR)
         self._keep = keep
         os.makedirs(self.writing_dir, exist_ok=True)
 
@@ -77,7 +74,7 @@ class ReplayCheckpoints:
 
     def set_aside(self, path: str) -> str:
         """Moves an unreadable checkpoint out of the way, for inspection."""
-        target = os.path.join(self.directory, UNREADABLE_DIR, os.path.basename(path))
+        target = os.path.join(self.directory, paths.REPLAY_UNREADABLE_DIR, os.path.basename(path))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(path, target)
         return target
@@ -137,10 +134,10 @@ def _set_aside_all(checkpoints: ReplayCheckpoints, failures) -> None:
 
 def _write_sizes(path: str) -> None:
     sizes = {name: os.path.getsize(os.path.join(path, name)) for name in _FILES}
-    temporary = os.path.join(path, SIZES_FILE + ".tmp")
+    temporary = os.path.join(path, paths.REPLAY_SIZES_FILE + ".tmp")
     with open(temporary, "w") as f:
         json.dump(sizes, f)
-    os.replace(temporary, os.path.join(path, SIZES_FILE))
+    os.replace(temporary, os.path.join(path, paths.REPLAY_SIZES_FILE))
 
 
 def wrong_size(path: str) -> Optional[str]:
@@ -148,7 +145,7 @@ def wrong_size(path: str) -> Optional[str]:
 
     Checkpoints adopted before the sizes were recorded are not checked.
     """
-    listed = os.path.join(path, SIZES_FILE)
+    listed = os.path.join(path, paths.REPLAY_SIZES_FILE)
     if not os.path.exists(listed):
         return None
     with open(listed) as f:
@@ -184,10 +181,11 @@ def _first_line(text: str) -> str:
 
 def _none_readable_message(directory: str, failures) -> str:
     listed = "; ".join(f"{os.path.basename(p)} ({reason})" for p, reason in failures)
+    set_aside = os.path.join(directory, paths.REPLAY_UNREADABLE_DIR)
     return (
         f"None of the {len(failures)} replay checkpoint(s) in {directory} can be read: "
         f"{listed}. Either move {directory} aside (and keep it for inspection) to start "
         "with an empty replay, or pass --replay_start_empty to start empty now; the "
-        f"unreadable checkpoints are then moved to {os.path.join(directory, UNREADABLE_DIR)}. "
+        f"unreadable checkpoints are then moved to {set_aside}. "
         "The learner's own checkpoints are not affected either way."
     )

@@ -21,8 +21,6 @@ from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_co
 from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
 from sac_distributed.runtime import Metrics, port_in_use
 
-SERVER_SUMMARY_DIR = "server"
-
 
 def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Server:
     """A started Reverb server, restored from root_dir's replay checkpoint if any.

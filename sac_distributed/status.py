@@ -13,6 +13,11 @@ directories under root_dir, i.e. actor task indices that have ever started on
 this root_dir (a filesystem the status tool can read). It is not a live count:
 a stopped actor's directory stays, and actors that share a task index (every
 replica of docker-compose's `actor` service runs --task=0) share one directory.
+
+This module and `sac-status` import neither Reverb nor TensorFlow at start-up
+(the run-dir names come from `paths`), so `sac-status --help` and a mistyped
+flag answer at once. Reverb's client, and with it TensorFlow, is imported when
+the monitor first connects.
 """
 
 from __future__ import annotations
@@ -21,18 +26,15 @@ import dataclasses
 import glob
 import os
 import time
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
-import reverb
-
-from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.connection import TRANSIENT_ERRORS
+from sac_distributed import paths
 from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
-from sac_distributed.jobs import COLLECT_DIR
-from sac_distributed.variables import VariableContainer
 
-ACTOR_DIR_PATTERN = "actor_*"
+if TYPE_CHECKING:
+    import reverb
+
+ACTOR_DIR_PATTERN = f"{paths.ACTOR_DIR_PREFIX}*"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +46,7 @@ class TableCounts:
     inserts: int  # completed inserts since the server started (or was restored)
     samples: int  # completed samples since the server started
     transitions_per_item: int = 1  # K: transitions (env steps) per replay item
+    name: str = ""  # the table's name on the server
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +81,8 @@ class Status:
 
 def table_counts(info) -> TableCounts:
     """TableCounts from a reverb TableInfo."""
+    from sac_distributed import specs as specs_lib  # TensorFlow: only once a server answered
+
     stats = info.rate_limiter_info
     return TableCounts(
         size=int(info.current_size),
@@ -85,6 +90,7 @@ def table_counts(info) -> TableCounts:
         inserts=int(stats.insert_stats.completed),
         samples=int(stats.sample_stats.completed),
         transitions_per_item=specs_lib.transitions_per_item_of(info.signature),
+        name=str(info.name),
     )
 
 
@@ -92,7 +98,7 @@ def actor_dirs(root_dir: str, now: Optional[float] = None) -> List[ActorDir]:
     """The collect/actor_* directories under `root_dir`, sorted by name."""
     now = time.time() if now is None else now
     found = []
-    for path in sorted(glob.glob(os.path.join(root_dir, COLLECT_DIR, ACTOR_DIR_PATTERN))):
+    for path in sorted(glob.glob(os.path.join(paths.collect_dir(root_dir), ACTOR_DIR_PATTERN))):
         if not os.path.isdir(path):
             continue
         mtimes = [os.path.getmtime(p) for p in glob.glob(os.path.join(path, "*"))]
@@ -107,6 +113,9 @@ def read_snapshot(client: reverb.Client, root_dir: Optional[str] = None) -> Snap
     Raises the client's errors (`connection.TRANSIENT_ERRORS`) when the server
     does not answer.
     """
+    from sac_distributed import replay
+    from sac_distributed.variables import VariableContainer
+
     infos = client.server_info(timeout=5)
     missing = {replay.REPLAY_TABLE, replay.VARIABLE_TABLE} - set(infos)
     if missing:
@@ -169,6 +178,8 @@ class StatusMonitor:
         self._previous: Optional[Snapshot] = None
 
     def _connect(self) -> reverb.Client:
+        from sac_distributed import replay  # Reverb and TensorFlow, at the first connection
+
         return replay.connect(self._address, self._timeout_s, "sac-status", self._should_stop)
 
     def poll(self) -> Status:
@@ -178,6 +189,8 @@ class StatusMonitor:
         waiting up to the connect timeout when it was lost before); the next
         poll tries again with a fresh client.
         """
+        from sac_distributed.connection import TRANSIENT_ERRORS
+
         if self._client is None:
             self._client = self._connect()
             self._previous = None  # counters restart with a new server
@@ -215,11 +228,10 @@ def format_status(status: Status, address: str) -> str:
         items += f" of {k} transitions ({k * s.replay.size} transitions)"
     lines = [
         f"Reverb server {address} at {time.strftime('%H:%M:%S')}",
-        f"  {replay.REPLAY_TABLE}: {items}, {s.replay.inserts} inserted, "
-        f"{s.replay.samples} sampled",
+        f"  {s.replay.name}: {items}, {s.replay.inserts} inserted, {s.replay.samples} sampled",
         f"  rates: inserts {_fmt_rate(status.inserts_per_s, 'items/s', k)}, "
         f"samples {_fmt_rate(status.samples_per_s, 'items/s', k)}",
-        f"  {replay.VARIABLE_TABLE}: {s.variables.size} / {s.variables.max_size} items, "
+        f"  {s.variables.name}: {s.variables.size} / {s.variables.max_size} items, "
         f"{s.variables.inserts} pushes",
         f"  learner: {learner}",
     ]

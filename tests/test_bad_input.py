@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import small_hparams
+from conftest import learner_config, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
@@ -185,6 +185,19 @@ def test_mismatched_actor_raises_signature_mismatch_naming_both_specs(root_dir, 
     assert replay.REPLAY_TABLE in message
     assert "observation: float32[2]" in message  # the actor's (MountainCarContinuous-v0)
     assert "observation: float32[3]" in message  # the server's (Pendulum-v1)
+
+
+def test_a_learner_with_other_network_sizes_than_the_server_is_refused_naming_both(
+    root_dir, server_address
+):
+    config = learner_config(root_dir, server_address, {"actor_fc_layer_params": (32, 32)})
+    with pytest.raises(replay.SignatureMismatchError) as raised:
+        jobs.run_learner(config, lambda: False)
+    message = str(raised.value)
+    assert "The learner's policy variable spec" in message
+    assert "float32[3, 32]" in message  # the learner's first layer (Pendulum: 3-d observations)
+    assert "float32[3, 16]" in message  # the server's
+    assert "actor_fc_layer_params" in message
 
 
 # --- the real binaries ----------------------------------------------------------------

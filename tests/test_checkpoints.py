@@ -7,12 +7,12 @@ import shutil
 import numpy as np
 import pytest
 
-from sac_distributed import learner_loop
+from sac_distributed import paths
 from sac_distributed.errors import CheckpointError
 
 
 def _ckpt_dir(root_dir: str) -> str:
-    return os.path.join(root_dir, learner_loop.CHECKPOINT_DIR)
+    return os.path.join(root_dir, paths.CHECKPOINT_DIR)
 
 
 @pytest.fixture
@@ -22,11 +22,11 @@ def two_checkpoints(make_learner, make_learner_config):
     loop = make_learner(config)
     weights = {}
     for step in (10, 20):
-        loop.train_step.assign(step)
-        for variable in loop.agent.policy.variables():
+        loop.learner.train_step.assign(step)
+        for variable in loop.learner.agent.policy.variables():
             variable.assign(np.full(variable.shape, step / 100.0, variable.dtype.as_numpy_dtype))
-        assert loop.save_checkpoint()
-        weights[step] = loop.policy_weights()
+        assert loop.learner.save_checkpoint()
+        weights[step] = loop.learner.policy_weights()
     return config, weights
 
 
@@ -41,7 +41,7 @@ def _corrupt(prefix: str) -> None:
 def _restored(make_learner, config, caplog):
     caplog.clear()
     loop = make_learner(config)
-    return loop.step, loop.policy_weights(), caplog.text
+    return loop.step, loop.learner.policy_weights(), caplog.text
 
 
 def test_restart_restores_the_latest_checkpoint(two_checkpoints, make_learner, caplog):
@@ -84,8 +84,8 @@ def test_a_damaged_index_file_does_not_hide_the_checkpoints(two_checkpoints, mak
         f.write("model_checkpoint_path: {{{ not a proto")
     loop = make_learner(config)
     assert loop.step == 20  # found by scanning the directory
-    loop.train_step.assign(30)
-    assert loop.save_checkpoint()
+    loop.learner.train_step.assign(30)
+    assert loop.learner.save_checkpoint()
     assert make_learner(config).step == 30  # and the index is whole again
 
 
@@ -114,8 +114,8 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(two_checkpoints, make_
     shutil.move(directory, backup)
     with open(directory, "w") as f:  # the directory is now a file: every write fails
         f.write("in the way")
-    loop.train_step.assign(30)
-    assert loop.save_checkpoint() is False
+    loop.learner.train_step.assign(30)
+    assert loop.learner.save_checkpoint() is False
     assert "Could not write the checkpoint at train_step 30" in caplog.text
     os.remove(directory)
     shutil.move(backup, directory)

@@ -7,7 +7,7 @@ import pytest
 from conftest import learner_config, small_hparams
 from proc_utils import DEADLINE_S, run
 
-from sac_distributed import jobs
+from sac_distributed import jobs, paths
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def _learner(root: str, address: str):
 
 
 def test_other_network_sizes_are_named_and_nothing_is_written(trained_root, new_server):
-    info_path = os.path.join(trained_root, jobs.RUN_INFO_FILE)
+    info_path = os.path.join(trained_root, paths.RUN_INFO_FILE)
     with open(info_path) as f:
         info_before = f.read()
     result = _learner(trained_root, _wider_server(new_server))
@@ -73,7 +73,7 @@ def test_without_run_info_the_restore_says_other_network_sizes(trained_root, new
     root = str(tmp_path / "old_run")
     os.rename(trained_root, root)
     try:
-        os.remove(os.path.join(root, jobs.RUN_INFO_FILE))
+        os.remove(os.path.join(root, paths.RUN_INFO_FILE))
         result = _learner(root, _wider_server(new_server))
     finally:
         os.rename(root, trained_root)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import ENV_NAME, learner_config
 
-from sac_distributed import inspect_policy, learner_loop
+from sac_distributed import inspect_policy, paths
 from sac_distributed import specs as specs_lib
 from sac_distributed.evaluation import run_episodes
 from sac_distributed.policy import NumpyActorPolicy
@@ -45,7 +45,7 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
     evaluator_returns, _ = run_episodes(specs_lib.load_env(ENV_NAME, SEED), numpy_policy, EPISODES)
 
     report = inspect_policy.evaluate(
-        os.path.join(root_dir, learner_loop.POLICIES_DIR, "greedy_policy"),
+        os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),
         EPISODES,
         env_name=ENV_NAME,
         seed=SEED,
@@ -59,7 +59,7 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
 
 def test_a_different_seed_gives_other_start_states_and_other_returns(finished_run):
     _, root_dir = finished_run
-    policy_dir = os.path.join(root_dir, learner_loop.POLICIES_DIR, "greedy_policy")
+    policy_dir = os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy")
     first = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=SEED)
     other = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=SEED + 1)
     assert first.stats.returns != other.stats.returns

@@ -13,6 +13,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,7 +24,8 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import learner_loop, replay
+from sac_distributed import learner_loop, paths, replay, sac_learner
+from sac_distributed.errors import NonFiniteLossError
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.variables import VariableContainer
 
@@ -30,7 +33,7 @@ NUM_ITERATIONS = 20
 
 
 def _checkpoint_steps(root_dir):
-    pattern = os.path.join(root_dir, learner_loop.CHECKPOINT_DIR, "ckpt-*.index")
+    pattern = os.path.join(root_dir, paths.CHECKPOINT_DIR, "ckpt-*.index")
     names = (os.path.basename(p) for p in glob.glob(pattern))
     return sorted(int(n[len("ckpt-") : -len(".index")]) for n in names)
 
@@ -51,7 +54,7 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
 
     # A checkpoint every checkpoint_interval (10) steps, the last at the final step.
     assert _checkpoint_steps(root_dir) == [10, NUM_ITERATIONS]
-    latest = tf.train.latest_checkpoint(os.path.join(root_dir, learner_loop.CHECKPOINT_DIR))
+    latest = tf.train.latest_checkpoint(os.path.join(root_dir, paths.CHECKPOINT_DIR))
     assert latest.endswith(f"ckpt-{NUM_ITERATIONS}")
 
     # The container holds the final weights (flagged done when training is complete).
@@ -68,8 +71,8 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
     obs = _observations(env_specs, 8)
     time_step = ts.restart(obs, batch_size=len(obs))
     actions = {}
-    for name in learner_loop.POLICY_NAMES:
-        path = os.path.join(root_dir, learner_loop.POLICIES_DIR, name)
+    for name in paths.POLICY_NAMES:
+        path = os.path.join(root_dir, paths.POLICIES_DIR, name)
         assert os.path.isfile(os.path.join(path, "saved_model.pb")), path
         policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
             path, load_specs_from_pbtxt=True, batch_time_steps=False
@@ -102,7 +105,7 @@ def test_mirrored_strategy_over_two_logical_cpus_trains(
 
     fill_replay(128)
     loop = make_learner(make_learner_config(strategy="mirrored"))
-    before = [w.copy() for w in loop.policy_weights()]
+    before = [w.copy() for w in loop.learner.policy_weights()]
     result = loop.run()
 
     assert result.stop_reason == "num_iterations reached"
@@ -110,14 +113,14 @@ def test_mirrored_strategy_over_two_logical_cpus_trains(
     # Progress in the log: each summary says how far and how long to go.
     progress_lines = [m for m in logged if re.search(r"; 10/20 \(50%\), about \d+ s left", m)]
     assert progress_lines and progress_lines[0].startswith("train_step 10: "), logged
-    after = loop.policy_weights()
+    after = loop.learner.policy_weights()
     _check_trained(result, after, root_dir, env_specs, VariableContainer(client).pull())
     assert any(not np.array_equal(a, b) for a, b in zip(before, after)), "weights never changed"
 
     # Both replicas hold the same copy of every policy variable and of train_step.
-    replicas = loop._strategy.experimental_local_results  # pylint: disable=protected-access
-    assert [int(v) for v in replicas(loop.train_step)] == [NUM_ITERATIONS] * 2
-    for variable in agent_lib.policy_variables(loop.agent):
+    replicas = loop.learner.strategy.experimental_local_results
+    assert [int(v) for v in replicas(loop.learner.train_step)] == [NUM_ITERATIONS] * 2
+    for variable in sac_learner.policy_variables(loop.learner.agent):
         copies = [v.numpy() for v in replicas(variable)]
         assert len(copies) == 2
         np.testing.assert_array_equal(copies[0], copies[1])
@@ -141,12 +144,12 @@ def default_then_nan(new_server, new_learner, write_replay, tmp_path_factory, en
         return loop is not None and stop_at["step"] is not None and loop.step >= stop_at["step"]
 
     loop = new_learner(config, server, should_stop)
-    assert loop._strategy.num_replicas_in_sync == 1  # pylint: disable=protected-access
+    assert loop.learner.strategy.num_replicas_in_sync == 1
     write_replay(client, 128)
     good = {
         "result": loop.run(),
         "step": loop.step,
-        "weights": loop.policy_weights(),
+        "weights": loop.learner.policy_weights(),
         "snapshot": VariableContainer(client).pull(),
         # A copy of what the learner had written, before the NaN phase.
         "root_dir": shutil.copytree(
@@ -183,7 +186,7 @@ def test_default_strategy_trains(default_then_nan, env_specs):
 def test_nan_rewards_leave_only_the_last_good_checkpoint(default_then_nan, env_specs):
     # Training on NaN rewards stops with our clear error instead of running on ...
     error = default_then_nan["error"]
-    assert isinstance(error, learner_loop.NonFiniteLossError), repr(error)[:300]
+    assert isinstance(error, NonFiniteLossError), repr(error)[:300]
     # ... and leaves checkpoints, exported policies and the container's weights
     # as they were at the last good step (all checked by _check_trained).
     good = default_then_nan["good"]
@@ -199,7 +202,7 @@ def test_nan_rewards_leave_only_the_last_good_checkpoint(default_then_nan, env_s
 
 def test_nan_rewards_raise_non_finite_loss_error_naming_the_step(default_then_nan):
     error = default_then_nan["error"]
-    assert isinstance(error, learner_loop.NonFiniteLossError), repr(error)[:300]
+    assert isinstance(error, NonFiniteLossError), repr(error)[:300]
     # The NaN batches come right after step 20; the step reported is the one
     # training stopped at, at most one call (steps_per_call=10) later.
     steps = [int(m) for m in re.findall(r"train_step (\d+)", str(error))]
@@ -212,7 +215,7 @@ def test_a_seed_fixes_the_initial_weights(make_learner, make_learner_config, tmp
         config = dataclasses.replace(make_learner_config(seed=seed), root_dir=str(tmp_path / name))
         loop = make_learner(config)
         assert loop.step == 0
-        return loop.policy_weights()
+        return loop.learner.policy_weights()
 
     first, again, other = initial_weights(7, "a"), initial_weights(7, "b"), initial_weights(8, "c")
     for a, b in zip(first, again):
@@ -226,3 +229,10 @@ def test_progress_and_durations_read_well():
     assert learner_loop.progress(0, 8000, 0.0) == "0/8000 (0%)"
     assert learner_loop.format_duration(3725) == "1 h 2 min"
     assert learner_loop.format_duration(7.2) == "7 s"
+
+
+def test_the_sac_learner_imports_no_reverb():
+    """The algorithm side runs without the transport: SacLearner never imports Reverb."""
+    code = "import sys; sys.modules['reverb'] = None; import sac_distributed.sac_learner"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]

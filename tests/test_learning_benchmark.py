@@ -20,7 +20,7 @@ import learning_report  # noqa: E402
 from learning_report import Point  # noqa: E402
 from peer_common import RESULTS_HEADER  # noqa: E402
 
-from sac_distributed.evaluation import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
+from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
 
 TINY = [
     "--envs=Pendulum-v1",

@@ -19,7 +19,7 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import learner_loop
+from sac_distributed import paths
 from sac_distributed.errors import CheckpointError
 from sac_distributed.normalization import OBSERVATION_CLIP, ObservationNormalizer
 from sac_distributed.policy import NumpyActorPolicy, ObservationNormalization
@@ -129,7 +129,7 @@ def _config(root_dir: str, server, normalize: bool):
 def test_learner_statistics_reach_actors_and_the_saved_policy(trained, env_specs):
     loop, server, root_dir, replay_observations = trained
     client = server.localhost_client()
-    normalizer = loop.normalizer
+    normalizer = loop.learner.normalizer
     assert normalizer.count.numpy() == NUM_ITERATIONS * BATCH_SIZE
     # Sampled uniformly (with replacement) from the replay, so within a few standard
     # errors of its mean; 5 of them fail a correct learner about once in a million runs
@@ -151,7 +151,7 @@ def test_learner_statistics_reach_actors_and_the_saved_policy(trained, env_specs
     actor = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     actor.set_weights(snapshot.policy_weights, snapshot.normalization)
     obs = replay_observations[:16] * 3.0
-    path = os.path.join(root_dir, learner_loop.POLICIES_DIR, "greedy_policy")
+    path = os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy")
     saved = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
         path, load_specs_from_pbtxt=True, batch_time_steps=False
     )
@@ -165,23 +165,23 @@ def test_learner_statistics_reach_actors_and_the_saved_policy(trained, env_specs
 
 def test_restart_restores_statistics_and_refuses_a_switched_option(trained, new_learner):
     loop, server, root_dir, _ = trained
-    mean, count = loop.normalizer.mean.numpy(), loop.normalizer.count.numpy()
+    mean, count = loop.learner.normalizer.mean.numpy(), loop.learner.normalizer.count.numpy()
 
     resumed = new_learner(_config(root_dir, server, normalize=True), server)
     assert resumed.step == NUM_ITERATIONS
-    np.testing.assert_array_equal(resumed.normalizer.mean.numpy(), mean)
-    assert resumed.normalizer.count.numpy() == count
+    np.testing.assert_array_equal(resumed.learner.normalizer.mean.numpy(), mean)
+    assert resumed.learner.normalizer.count.numpy() == count
 
     with pytest.raises(CheckpointError, match="normalize_observations=True") as error:
         new_learner(_config(root_dir, server, normalize=False), server)
     assert "--normalize_observations=true" in str(error.value)
     # Nothing stored was touched: the checkpoint still restores in full.
     again = new_learner(_config(root_dir, server, normalize=True), server)
-    assert again.normalizer.count.numpy() == count
+    assert again.learner.normalizer.count.numpy() == count
 
 
 def test_normalizing_learner_refuses_a_plain_checkpoint(make_learner, make_learner_config):
     plain = make_learner(make_learner_config())
-    assert plain.save_checkpoint()  # ckpt-0 of a learner without normalization
+    assert plain.learner.save_checkpoint()  # ckpt-0 of a learner without normalization
     with pytest.raises(CheckpointError, match="normalize_observations=False"):
         make_learner(make_learner_config({"normalize_observations": True}))

@@ -1,5 +1,6 @@
 """sac-plot and plotting.py: a learning-curve PNG from an evaluator results.csv."""
 
+import io
 import os
 import struct
 import subprocess
@@ -7,9 +8,9 @@ import sys
 
 import pytest
 
-from sac_distributed import plotting
+from sac_distributed import launch, plotting
 from sac_distributed.errors import ConfigError
-from sac_distributed.evaluation import RESULTS_HEADER
+from sac_distributed.paths import RESULTS_HEADER
 from sac_distributed.runtime import append_csv_row
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -31,6 +32,20 @@ def _png_size(path: str) -> tuple:
     assert head[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
     assert head[12:16] == b"IHDR"
     return struct.unpack(">II", head[16:24])
+
+
+def test_launch_summary_reads_the_results_through_plotting(tmp_path):
+    """sac-launch's closing line: the first and last evaluation of results.csv."""
+    console = io.StringIO()
+    launch.print_summary(str(tmp_path), console)
+    assert console.getvalue() == "No evaluation results were written.\n"
+    path = _write_results(str(tmp_path), n=3)
+    console = io.StringIO()
+    launch.print_summary(str(tmp_path), console)
+    assert console.getvalue() == (
+        "Eval return: -1500.0 at train_step 0 -> -1180.0 at train_step 2000 "
+        f"(3 evaluations, {path})\n"
+    )
 
 
 def test_read_results_parses_the_evaluator_format(tmp_path):

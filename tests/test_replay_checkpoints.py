@@ -20,10 +20,10 @@ from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
 
 from sac_distributed import replay
 from sac_distributed import specs as specs_lib
+from sac_distributed.paths import REPLAY_CHECKPOINT_DIR
+from sac_distributed.paths import REPLAY_SIZES_FILE as SIZES_FILE
+from sac_distributed.paths import REPLAY_UNREADABLE_DIR as UNREADABLE_DIR
 from sac_distributed.replay_checkpoints import (
-    REPLAY_CHECKPOINT_DIR,
-    SIZES_FILE,
-    UNREADABLE_DIR,
     ReplayCheckpoints,
     damaged_file,
     wrong_size,

@@ -1,15 +1,16 @@
 """transitions_per_item (K): config checks, table sizes in items, writer counting, row layout."""
 
 import dataclasses
+import os
 import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import random_transitions, small_hparams, wait_for_size
+from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
 
 from sac_distributed import config as config_lib
-from sac_distributed import replay
+from sac_distributed import jobs, paths, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.errors import ConfigError, SignatureMismatchError
 
@@ -166,6 +167,56 @@ def test_writer_rows_land_in_write_order(new_server, env_specs):
 def test_writer_refuses_another_k_than_the_tables(k_server):
     with pytest.raises(SignatureMismatchError, match="--transitions_per_item"):
         replay.TransitionWriter(k_server.localhost_client(), transitions_per_item=K * 2)
+
+
+def _refusal(run, config) -> str:
+    """The one-line message a job refused at start-up raises."""
+    with pytest.raises(SignatureMismatchError) as raised:
+        run(config, lambda: False)
+    message = str(raised.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_learner_with_another_k_than_the_servers_is_refused_at_start_up(k_server, tmp_path):
+    root = str(tmp_path)
+    config = learner_config(root, f"localhost:{k_server.port}", {"transitions_per_item": 1})
+    message = _refusal(jobs.run_learner, config)
+    assert message.startswith("The learner runs with transitions_per_item=1, ")
+    assert f"table 'uniform_table' stores {K} transitions per item" in message
+    assert f"--transitions_per_item={K}" in message
+    assert not os.path.exists(paths.run_info_path(root))  # refused before writing anything
+
+
+def test_a_learner_with_the_servers_k_trains(k_server, write_replay, tmp_path):
+    """The counterpart of the refusal: the same K as the table passes every check."""
+    write_replay(k_server.localhost_client(), 128)
+    config = learner_config(
+        str(tmp_path), f"localhost:{k_server.port}", {"transitions_per_item": K}
+    )
+    result = jobs.run_learner(config, lambda: False)
+    assert (result.train_step, result.stop_reason) == (20, "num_iterations reached")
+
+
+def test_an_evaluator_with_another_k_than_the_servers_is_refused_at_start_up(k_server, tmp_path):
+    address = f"localhost:{k_server.port}"
+    config = config_lib.EvaluatorConfig(
+        ENV_NAME,
+        small_hparams(transitions_per_item=2 * K),
+        str(tmp_path),
+        client=config_lib.ClientConfig(address, address, connect_timeout_s=10),
+    )
+    message = _refusal(jobs.run_evaluator, config)
+    assert message.startswith(f"The evaluator runs with transitions_per_item={2 * K}, ")
+    assert f"stores {K} transitions per item" in message
+    assert not os.path.exists(paths.results_path(str(tmp_path)))
+
+
+def test_the_learners_dataset_checks_k_against_the_table(k_server, env_specs):
+    address = f"localhost:{k_server.port}"
+    with pytest.raises(SignatureMismatchError, match=f"stores {K} transitions per item"):
+        replay.make_dataset(address, env_specs, 32, transitions_per_item=2)
+    assert replay.make_dataset(address, env_specs, 32, transitions_per_item=K) is not None
 
 
 def test_wait_for_table_size_counts_items(k_server, write_replay):

@@ -4,6 +4,8 @@ import dataclasses
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -198,3 +200,44 @@ def test_binary_refreshes_until_ctrl_c(reverb_server, server_address, fill_repla
     finally:
         proc_utils.kill_all({"sac-status": proc})
     assert "Traceback" not in proc_utils.read(log)
+
+
+# Run in a fresh interpreter where `import tensorflow` (and so `import reverb`) fails.
+_WITHOUT_TENSORFLOW = """
+import sys
+sys.modules["tensorflow"] = None
+sys.modules["reverb"] = None
+"""
+
+
+def test_tools_import_without_tensorflow():
+    """sac-status, sac-plot and sac-launch get the run-dir layout from `paths`, not the loops."""
+    code = _WITHOUT_TENSORFLOW + textwrap.dedent(
+        """
+        import sac_distributed.bin.launch, sac_distributed.bin.plot, sac_distributed.bin.status
+        import sac_distributed.paths, sac_distributed.plotting, sac_distributed.status
+        print("imported")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "imported" in result.stdout
+
+
+def test_binary_starts_and_checks_its_flags_without_tensorflow():
+    """A flag error is reported by sac-status without TensorFlow being importable."""
+    code = _WITHOUT_TENSORFLOW + textwrap.dedent(
+        """
+        sys.argv = ["sac-status", "--server=nohostport", "--once"]
+        from sac_distributed.bin import status
+        status.run()
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "is not a host:port address" in result.stderr
+    assert "Traceback" not in result.stderr

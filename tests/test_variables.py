@@ -8,7 +8,7 @@ from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import replay
+from sac_distributed import replay, sac_learner
 from sac_distributed import specs as specs_lib
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.variables import VariableContainer
@@ -37,7 +37,7 @@ def learner_on_server(new_server, new_learner, tmp_path_factory):
     server = new_server()
     config = learner_config(str(tmp_path_factory.mktemp("vars_root")), f"localhost:{server.port}")
     loop = new_learner(config, server)
-    _randomize(agent_lib.policy_variables(loop.agent), scale=0.5, seed=3)
+    _randomize(sac_learner.policy_variables(loop.learner.agent), scale=0.5, seed=3)
     yield loop, server
     server.stop()
 
@@ -55,7 +55,7 @@ def test_pull_returns_none_on_an_empty_table(client):
 def test_learner_weights_round_trip_through_a_second_client(learner_on_server, env_specs, hparams):
     loop, server = learner_on_server
     sent = loop.publish()
-    expected = loop.policy_weights()
+    expected = loop.learner.policy_weights()
     assert sent == sum(w.nbytes for w in expected) > 0
 
     # Another client (as an actor would have) reads exactly what the learner holds.
@@ -74,7 +74,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
     policy = _numpy_policy(env_specs, snapshot.policy_weights)
     assert policy.has_weights
     obs = _observations(env_specs, 32, scale=2.0, seed=4)
-    tf_greedy = greedy_policy.GreedyPolicy(loop.agent.policy)
+    tf_greedy = greedy_policy.GreedyPolicy(loop.learner.agent.policy)
     expected_actions = tf_greedy.action(ts.restart(obs, batch_size=len(obs))).action.numpy()
     np.testing.assert_allclose(policy.action(obs, greedy=True), expected_actions, atol=1e-5)
 
@@ -97,7 +97,7 @@ def test_push_replaces_the_single_item(client, env_specs, hparams):
 
 @pytest.mark.parametrize("weight_scale", [0.1, 0.5, 3.0])
 def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_scale):
-    variables = agent_lib.policy_variables(agent)
+    variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=weight_scale, seed=11)
     obs = _observations(env_specs, 64, scale=3.0, seed=12)
     time_step = ts.restart(obs, batch_size=len(obs))
@@ -114,7 +114,7 @@ def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_sc
 
 
 def test_numpy_distribution_equals_tf_collect_policy_distribution(agent, env_specs):
-    variables = agent_lib.policy_variables(agent)
+    variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=0.5, seed=21)
     obs = _observations(env_specs, 16, scale=2.0, seed=22)
     time_step = ts.restart(obs, batch_size=len(obs))
@@ -127,7 +127,7 @@ def test_numpy_distribution_equals_tf_collect_policy_distribution(agent, env_spe
 
 @pytest.mark.parametrize("weight_scale", [0.5, 5.0])
 def test_stochastic_actions_stay_within_the_action_bounds(agent, env_specs, weight_scale):
-    variables = agent_lib.policy_variables(agent)
+    variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=weight_scale, seed=31)
     weights = [v.numpy() for v in variables]
     obs = _observations(env_specs, 500, scale=5.0, seed=32)

@@ -3,8 +3,10 @@
     sac-launch                                 # embedded default: Pendulum-v1
     sac-launch --env_name=HalfCheetahBulletEnv-v0 --num_actors=2 --root_dir=/tmp/cheetah
 
-Shared flags given here (hyperparameters, --seed, --connect_timeout) are passed
-to every job; --num_envs goes to the actors and --strategy to the learner.
+The flags here (hyperparameters, --seed, --connect_timeout, --num_envs, --strategy,
+...) build one typed config per job (`job_definitions.make_run_configs`), validated
+before any process starts; each job then gets the flags that rebuild its config
+(`job_definitions.job_specs`), every hyperparameter included.
 """
 
 import os
@@ -15,9 +17,10 @@ import portpicker
 from absl import flags
 
 from sac_distributed import config as config_lib
+from sac_distributed import job_definitions, paths
 from sac_distributed.bin import _common
 from sac_distributed.errors import PortInUseError
-from sac_distributed.launch import LOG_DIR, Supervisor, job_specs, print_summary
+from sac_distributed.launch import Supervisor, print_summary
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
 flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
@@ -29,21 +32,9 @@ flags.DEFINE_integer(
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 FLAGS = flags.FLAGS
 
-# Flags the launcher sets itself for every job.
-_OWN_FLAGS = (
-    "root_dir",
-    "env_name",
-    "replay_buffer_server_address",
-    "variable_container_server_address",
-)
-
-
-def _forwarded(names) -> tuple:
-    return tuple(FLAGS[n].serialize() for n in names if FLAGS[n].present)
-
 
 def _config_from_flags() -> config_lib.LaunchConfig:
-    _common.hyperparams()  # validates the shared flags once, before any process starts
+    hparams = _common.hyperparams()  # resolved once, here, and given to every job
     root_dir = FLAGS.root_dir or os.path.join(
         "sac_runs", f"{FLAGS.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -56,26 +47,29 @@ def _config_from_flags() -> config_lib.LaunchConfig:
     return config_lib.LaunchConfig(
         root_dir=os.path.abspath(root_dir),
         env_name=FLAGS.env_name,
+        hparams=hparams,
         num_actors=FLAGS.num_actors,
         port=FLAGS.port,
-        extra_flags=_forwarded(n for n in _common.SHARED_FLAGS if n not in _OWN_FLAGS),
-        actor_flags=_forwarded(["num_envs", "variable_update_interval"]),
-        learner_flags=_forwarded(["strategy"]),
+        connect_timeout_s=FLAGS.connect_timeout,
         seed=FLAGS.seed,
+        num_envs=FLAGS.num_envs,
+        variable_update_interval=FLAGS.variable_update_interval,
+        strategy=FLAGS.strategy,
     )
 
 
 def main() -> int:
     config = _config_from_flags()
     port = config.port or portpicker.pick_unused_port()
+    specs = job_definitions.job_specs(
+        job_definitions.make_run_configs(config, port), verbose=FLAGS.verbose
+    )
     print(
         f"sac-launch: {config.env_name} with {config.num_actors} actor(s), Reverb on "
         f"localhost:{port}, root_dir {config.root_dir}",
         flush=True,
     )
-    supervisor = Supervisor(
-        job_specs(config, port), os.path.join(config.root_dir, LOG_DIR), verbose=FLAGS.verbose
-    )
+    supervisor = Supervisor(specs, paths.log_dir(config.root_dir), verbose=FLAGS.verbose)
     stop = StopSignal().install()
     stop_watch = _relay(stop, supervisor)
     result = supervisor.run()
