@@ -78,14 +78,18 @@ def executed(tmp_path_factory):
     output_dir = str(tmp_path / "out")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     _inject_parameters(nb, budget="tiny", output_dir=output_dir)
+    km = _kernel_manager(tmp_path)
     client = NotebookClient(
-        nb,
-        km=_kernel_manager(tmp_path),
-        timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": EXAMPLES}},
+        nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": EXAMPLES}}
     )
     start = time.monotonic()
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        # nbclient leaves a kernel it was given running; one whose notebook failed
+        # midway may still be collecting and would slow every test after this one.
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     return nb, output_dir, time.monotonic() - start
 
 
