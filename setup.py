@@ -46,6 +46,9 @@ setup(
         "tools": ["imageio", "imageio-ffmpeg", "matplotlib", "pygame"],
         "test": [
             "pytest",
+            # `make test` runs the suite on 2 workers (one file per worker): most tests
+            # wait on subprocesses, so one worker leaves a core idle.
+            "pytest-xdist",
             "pyyaml",
             "ruff",
             "imageio",
