@@ -449,6 +449,9 @@ PRESETS: Mapping[str, Hyperparams] = {
     "MinitaurBulletEnv-v0": _TUTORIAL,
     "HalfCheetahBulletEnv-v0": _LOCOMOTION,
     "AntBulletEnv-v0": _LOCOMOTION,
+    # rl-baselines3-zoo trains all four PyBullet walkers with one setting.
+    "HopperBulletEnv-v0": _LOCOMOTION,
+    "Walker2DBulletEnv-v0": _LOCOMOTION,
     "InvertedPendulumBulletEnv-v0": dataclasses.replace(_SMALL_CONTROL, num_iterations=10_000),
     "Pendulum-v1": _SMALL_CONTROL,
 }

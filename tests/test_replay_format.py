@@ -58,7 +58,12 @@ def test_sizes_in_items_and_presets():
     assert dataclasses.replace(hp, initial_collect_steps=66).min_replay_items == 17
     # The locomotion presets store 8 transitions per item (the 1 GiB memory target);
     # the small-table presets keep one.
-    for name in ("HalfCheetahBulletEnv-v0", "AntBulletEnv-v0"):
+    for name in (
+        "HalfCheetahBulletEnv-v0",
+        "AntBulletEnv-v0",
+        "HopperBulletEnv-v0",
+        "Walker2DBulletEnv-v0",
+    ):
         preset = config_lib.PRESETS[name]
         assert preset.transitions_per_item == 8
         assert preset.batch_size % 8 == 0 and preset.replay_capacity_items == 125_000
