@@ -50,6 +50,8 @@ setup(
             # wait on subprocesses, so one worker leaves a core idle.
             "pytest-xdist",
             "pyyaml",
+            # tests/test_kubernetes.py: the Kubernetes OpenAPI schemas (1.25-1.37), offline.
+            "kubernetes-validate==1.37.0",
             "ruff",
             "imageio",
             "imageio-ffmpeg",
@@ -73,6 +75,7 @@ setup(
             "sac-status=sac_distributed.bin.status:run",
             "sac-evaluate=sac_distributed.bin.evaluate:run",
             "sac-plot=sac_distributed.bin.plot:run",
+            "sac-render=sac_distributed.bin.render:run",
         ]
     },
 )

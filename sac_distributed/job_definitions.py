@@ -35,6 +35,7 @@ SERVER, LEARNER, EVALUATOR = "server", "learner", "evaluator"
 # How a Hyperparams field that is None is spelled as a flag, where the flag's
 # own default (None) would mean "the preset's value" instead.
 _NONE_SPELLING = {"samples_per_insert": "0"}
+_ALWAYS_WRITTEN = ("port",)  # ServerConfig.port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +113,12 @@ def job_specs(configs: RunConfigs, verbose: bool = False) -> List[JobSpec]:
 def config_flags(config: Any) -> List[str]:
     """The flags that make a job's binary build `config` again.
 
-    Hyperparams and the server addresses are written in full (a binary would
-    otherwise fill them from presets and defaults); the job's own options only
-    where they differ from the config's defaults, which the binaries' flags
-    share. Fields left None are left out.
+    Hyperparams, the server's port and the clients' server addresses are
+    written in full (a binary would otherwise fill them from presets and
+    defaults, and a container platform needs the port spelled out next to the
+    one it opens); the job's own options only where they differ from the
+    config's defaults, which the binaries' flags share. Fields left None are
+    left out.
     """
     flags: List[str] = []
     for field in dataclasses.fields(config):
@@ -124,7 +127,9 @@ def config_flags(config: Any) -> List[str]:
             flags += hyperparam_flags(value)
         elif isinstance(value, ClientConfig):
             flags += [_flag(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-        elif value is not None and (field.default is dataclasses.MISSING or value != field.default):
+        elif field.name in _ALWAYS_WRITTEN or (
+            value is not None and (field.default is dataclasses.MISSING or value != field.default)
+        ):
             flags.append(_flag(field.name, value))
     return flags
 
