@@ -78,6 +78,7 @@ COMPONENTS = {
     TENSORBOARD: "tensorboard",
 }
 DATA_CLAIM = "sac-data"  # root_dir, shared by every pod (ReadWriteMany)
+DATA_ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 REPLAY_CLAIM = "replay"  # the server's replay checkpoints (its own ReadWriteOnce volume)
 REPLAY_MOUNT = f"{DATA_DIR}/replay_checkpoints"  # paths.REPLAY_CHECKPOINT_DIR under root_dir
 NAME_LABEL = "app.kubernetes.io/name"
@@ -110,8 +111,16 @@ class KubernetesConfig:
     data_volume_size: str = "20Gi"  # root_dir: checkpoints, policies, summaries
     replay_volume_size: str = "20Gi"  # replay checkpoints (a full HalfCheetah table: 203 MiB)
     storage_class: Optional[str] = None  # None: the cluster's default class
+    # Every pod mounts root_dir, so pods on several nodes need ReadWriteMany (NFS, CephFS,
+    # a cloud file store). ReadWriteOnce serves a one-node cluster (kind, minikube).
+    data_access_mode: str = "ReadWriteMany"
 
     def __post_init__(self) -> None:
+        if self.data_access_mode not in DATA_ACCESS_MODES:
+            raise ConfigError(
+                f"data_access_mode must be one of {DATA_ACCESS_MODES}, "
+                f"got {self.data_access_mode!r}."
+            )
         if self.learner_gpus < 0:
             raise ConfigError(f"learner_gpus must be >= 0, got {self.learner_gpus}.")
         if not self.image:
@@ -200,7 +209,7 @@ def kubernetes_manifests(
     commands = job_commands(launch, name_of(job_definitions.SERVER))
     return {
         "data-volume.yaml": [
-            _claim(DATA_CLAIM, "ReadWriteMany", cluster.data_volume_size, cluster)
+            _claim(DATA_CLAIM, cluster.data_access_mode, cluster.data_volume_size, cluster)
         ],
         "reverb-server.yaml": [_server_service(), _server(commands, cluster)],
         "network-policy.yaml": [_network_policy()],

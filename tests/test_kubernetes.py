@@ -170,7 +170,11 @@ _HPARAM_NAMES = {f for f in config_lib.Hyperparams.__dataclass_fields__}
 def test_every_object_validates_against_the_kubernetes_schemas(learner_gpus):
     files = manifests.kubernetes_manifests(
         default_launch(),
-        manifests.KubernetesConfig(learner_gpus=learner_gpus, storage_class="fast"),
+        manifests.KubernetesConfig(
+            learner_gpus=learner_gpus,
+            storage_class="fast",
+            data_access_mode="ReadWriteMany" if learner_gpus else "ReadWriteOnce",
+        ),
     )
     assert len(SCHEMA_VERSIONS) >= 10, SCHEMA_VERSIONS  # 1.25 ... 1.37 in kubernetes-validate 1.37
     # Every bundled version for the default files; the oldest and newest for the variant.

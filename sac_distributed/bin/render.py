@@ -35,6 +35,13 @@ flags.DEFINE_string("image", manifests.KubernetesConfig.image, "Container image 
 flags.DEFINE_integer("learner_gpus", 1, "GPUs the learner requests (0: none, train on CPU).")
 flags.DEFINE_string("storage_class", None, "StorageClass of the volume claims (unset: default).")
 flags.DEFINE_string("data_volume_size", "20Gi", "Size of the shared root_dir volume.")
+flags.DEFINE_enum(
+    "data_access_mode",
+    "ReadWriteMany",
+    list(manifests.DATA_ACCESS_MODES),
+    "Access mode of the shared root_dir volume: ReadWriteMany for pods on several nodes, "
+    "ReadWriteOnce for a one-node cluster (kind, minikube).",
+)
 flags.DEFINE_string("replay_volume_size", "20Gi", "Size of the server's replay volume.")
 flags.mark_flag_as_required("engine")
 FLAGS = flags.FLAGS
@@ -70,6 +77,7 @@ def _cluster_config() -> manifests.KubernetesConfig:
         data_volume_size=FLAGS.data_volume_size,
         replay_volume_size=FLAGS.replay_volume_size,
         storage_class=FLAGS.storage_class,
+        data_access_mode=FLAGS.data_access_mode,
     )
 
 
