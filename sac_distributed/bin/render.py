@@ -83,7 +83,12 @@ def _cluster_config() -> manifests.KubernetesConfig:
 
 def _render_args(argv) -> str:
     """The command line, without the output directory (the same files wherever written)."""
-    return " ".join(a for a in argv[1:] if not a.startswith("--output_dir"))
+    args, skip = [], False
+    for arg in argv[1:]:
+        if not skip and not arg.startswith("--output_dir"):
+            args.append(arg)
+        skip = arg == "--output_dir"  # its value is the next argument
+    return " ".join(args)
 
 
 def main() -> int:
