@@ -419,3 +419,12 @@ def test_yaml_writer_round_trips_awkward_strings():
     doc = {"s": strings, "n": 3, "b": False, "e": {}, "l": [], "nested": [[1, {"k": "v"}]]}
     assert yaml.safe_load(manifests.to_yaml([doc])) == doc
     assert list(yaml.safe_load_all(manifests.to_yaml([doc, {"a": 1}]))) == [doc, {"a": 1}]
+
+
+def test_tensorboard_runs_the_compose_command(workloads):
+    """test_compose_run runs this command; test_kubernetes_run does not run it again."""
+    compose = parse_yaml(COMPOSE_FILE.read_text())
+    board = container(workloads[manifests.TENSORBOARD])
+    assert board["command"] == compose["services"]["tensorboard"]["command"]
+    assert [p["containerPort"] for p in board["ports"]] == [manifests.TENSORBOARD_PORT]
+    assert _flag(board["command"], "port") == str(manifests.TENSORBOARD_PORT)
