@@ -27,7 +27,6 @@ import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imp
 # isort: split
 
 import argparse
-import csv
 import dataclasses
 import functools
 import itertools
@@ -57,7 +56,7 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
-from sac_distributed import paths, replay
+from sac_distributed import paths, replay, results
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
 from sac_distributed.agent import EnvSpecs
@@ -70,7 +69,7 @@ from sac_distributed.config import (
     hyperparams_for,
 )
 from sac_distributed.connection import Connection
-from sac_distributed.errors import ServerUnreachableError
+from sac_distributed.errors import ConfigError, ServerUnreachableError
 from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
@@ -1435,13 +1434,13 @@ def _watch_results(
     deadline = start_wall + 60.0 * s.max_minutes
     while time.time() < deadline:
         exited = proc.poll() is not None
-        for row in _read_rows(path):
-            if float(row["average_return"]) >= s.target_return:
+        for point in _read_points(path):
+            if point.average_return >= s.target_return:
                 return Reached(
-                    float(row["wall_time"]) - start_wall,
-                    int(row["train_step"]),
-                    int(row["env_steps"]),
-                    float(row["average_return"]),
+                    point.wall_time - start_wall,
+                    point.train_step,
+                    point.env_steps,
+                    point.average_return,
                 )
         if exited:
             logging.warning("sac-launch exited (code %s) before the target.", proc.returncode)
@@ -1450,11 +1449,12 @@ def _watch_results(
     return None
 
 
-def _read_rows(path: str) -> List[Dict[str, str]]:
-    if not os.path.exists(path):
+def _read_points(path: str) -> List[results.EvalPoint]:
+    """The evaluations so far; none while the file is missing or a row half written."""
+    try:
+        return results.read_results(path)
+    except ConfigError:
         return []
-    with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if row.get("wall_time")]
 
 
 def _stop_process_group(proc: subprocess.Popen, grace_s: float = 60.0) -> None:
