@@ -40,6 +40,9 @@ setup(
         "absl-py",
         "portpicker",
         "numpy<2",
+        # The actor's single-threaded BLAS (policy.limit_blas_threads): small, pure
+        # Python, maintained by the scikit-learn developers.
+        "threadpoolctl>=3.1",
     ],
     extras_require={
         # sac-evaluate videos (pygame renders gym's classic-control envs), sac-plot.

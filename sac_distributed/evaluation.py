@@ -20,7 +20,8 @@ from sac_distributed.config import EvaluatorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
 from sac_distributed.replay import REPLAY_TABLE, table_info
-from sac_distributed.runtime import Metrics, append_csv_row
+from sac_distributed.results import EvalPoint, append_result
+from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer, VariableSnapshot
 
 
@@ -158,15 +159,14 @@ class EvalLoop:
 
     def _record(self, result: EvalResult) -> None:
         self.results.append(result)
-        append_csv_row(
+        append_result(
             self.results_path,
-            paths.RESULTS_HEADER,
-            (
+            EvalPoint(
                 result.train_step,
                 result.env_steps,
-                f"{result.average_return:.3f}",
-                f"{result.average_episode_length:.1f}",
-                f"{time.time():.1f}",
+                result.average_return,
+                result.average_episode_length,
+                time.time(),
             ),
         )
         self._metrics.scalars(

@@ -10,7 +10,7 @@ from tf_agents.trajectories import time_step as ts
 from sac_distributed import agent as agent_lib
 from sac_distributed import replay, sac_learner
 from sac_distributed import specs as specs_lib
-from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.variables import VariableContainer
 
 
@@ -156,3 +156,12 @@ def test_numpy_policy_rejects_weights_of_another_shape(env_specs):
     ]
     with pytest.raises(ValueError, match="action_dim"):
         policy.set_weights(two_dim_action)
+
+
+def test_limit_blas_threads_makes_numpy_blas_single_threaded():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(limits=None):  # restores this process's pools afterwards
+        assert limit_blas_threads(1) is True
+        blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+        assert blas and all(pool["num_threads"] == 1 for pool in blas)
