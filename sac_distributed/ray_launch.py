@@ -93,7 +93,7 @@ class JobProcess:
     def run(self) -> int:
         """Runs the job to its end; returns its exit code, or ends this actor on a crash."""
         node = ray.get_runtime_context().get_node_id()
-        with open(self._log_path, "a") as log:
+        with open(self._log_path, "a", buffering=1) as log:  # line by line: others read it
             self._process = _start(self._spec)
             with open(self._pid_path, "w") as f:
                 f.write(str(self._process.pid))
