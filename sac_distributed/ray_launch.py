@@ -201,8 +201,10 @@ def _runs(pid: int, module: str) -> bool:
 
 
 def connect(address: Optional[str], num_cpus_needed: float) -> bool:
-    """Connects to the cluster at `address`, or starts a local one; True if started here."""
-    if address is not None:
+    """Connects to the cluster at `address` (or $RAY_ADDRESS, which `ray job submit`
+    sets), or starts a local one; True if started here."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
         ray.init(address=address, log_to_driver=True)
         return False
     ray.init(
@@ -260,9 +262,7 @@ def choose_nodes(config: LaunchConfig) -> Tuple[str, str]:
     return head[0]["NodeID"], learner[0]["NodeID"]
 
 
-def start_jobs(
-    config: LaunchConfig, verbose: bool
-) -> Tuple[Dict[str, ray.actor.ActorHandle], str]:
+def start_jobs(config: LaunchConfig, verbose: bool) -> Tuple[Dict[str, ray.actor.ActorHandle], str]:
     """Places the server, reads its address, then starts every job; returns the
     job actors by name and the server's address."""
     server_node, learner_node = choose_nodes(config)
