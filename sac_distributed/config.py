@@ -388,7 +388,8 @@ class LaunchConfig:
         given = [f"--{name}" for name, set_ in ray_options.items() if set_]
         _require(
             self.engine == "ray" or not given,
-            f"{', '.join(given)} only apply to a Ray cluster: add --engine=ray.",
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to a Ray "
+            "cluster: add --engine=ray.",
         )
         if self.ray_address not in (None, "auto"):
             validate_address("ray_address", self.ray_address.removeprefix("ray://"))

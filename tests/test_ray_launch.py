@@ -42,7 +42,9 @@ _STARTED = re.compile(r"== sac-launch: (\w+) started as pid (\d+) on node (\w+)"
 
 
 def test_ray_options_need_the_ray_engine(tmp_path):
-    with pytest.raises(ConfigError, match=r"--ray_address, --learner_gpus only apply"):
+    with pytest.raises(
+        ConfigError, match=r"--ray_address, --learner_gpus apply only to a Ray cluster"
+    ):
         config_lib.LaunchConfig(root_dir=str(tmp_path), ray_address="auto", learner_gpus=1)
     config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", ray_address="auto")
 
