@@ -19,10 +19,11 @@ then does the placing and the supervising:
     setting, a run owned by another learner) is not restarted; the run stops.
   * the end: when the learner exits 0, actors and evaluator exit on their own
     (they see its done flag), then the server is stopped gracefully (it
-    writes its replay checkpoint). Ctrl-C stops every job the same way. If
-    the launcher itself is killed (`ray job stop`, a second Ctrl-C), Ray ends
-    the actors it owns, and each job process gets SIGTERM from the kernel as
-    its parent dies (PR_SET_PDEATHSIG), so nothing keeps running.
+    writes its replay checkpoint). Ctrl-C or SIGTERM stops every job the same
+    way. If the launcher itself is killed (SIGKILL, a second Ctrl-C), Ray ends
+    the actors it owns and kills their job processes (Ray's worker-exit child
+    cleanup; PR_SET_PDEATHSIG sends SIGTERM where that cleanup is off), so
+    nothing keeps running, without the final checkpoints of a graceful stop.
 
 Only this module imports Ray; nothing in the core does.
 """
@@ -61,6 +62,7 @@ GRACE_S = 60.0  # for jobs to exit after the learner's end or a stop request
 _POLL_S = 0.5
 _PR_SET_PDEATHSIG = 1
 _TAIL_LINES = 20
+_OURS = "== sac-launch:"  # starts the lines the engine writes into a job's log
 
 
 class JobProcess:
@@ -93,23 +95,26 @@ class JobProcess:
     def run(self) -> int:
         """Runs the job to its end; returns its exit code, or ends this actor on a crash."""
         node = ray.get_runtime_context().get_node_id()
-        with open(self._log_path, "a", buffering=1) as log:  # line by line: others read it
-            self._process = _start(self._spec)
+        # The child writes its log itself, so that a child outliving this actor (it
+        # gets SIGTERM and stops gracefully) is not cut off by a broken pipe.
+        with open(self._log_path, "a", buffering=1) as log:
+            start_at = log.tell()
+            self._process = _start(self._spec, log)
             with open(self._pid_path, "w") as f:
                 f.write(str(self._process.pid))
             header = (
-                f"== sac-launch: {self._spec.name} started as pid {self._process.pid} on node "
+                f"{_OURS} {self._spec.name} started as pid {self._process.pid} on node "
                 f"{node} ({ray.util.get_node_ip_address()})"
             )
             log.write(header + "\n")
-            self._emit(header)
-            self._pump(log)
-            code = self._process.wait()
-            log.write(f"== sac-launch: {self._spec.name} exited with code {code}\n")
+        self._emit(header)
+        self._follow(start_at)
+        code = self._process.returncode
+        with open(self._log_path, "a") as log:
+            log.write(f"{_OURS} {self._spec.name} exited with code {code}\n")
         if code in (0, USER_ERROR_EXIT_CODE) or self._stopping.is_set():
             return code
-        self._emit(f"== sac-launch: {self._spec.name} died (exit code {code}); Ray restarts it")
-        sys.stdout.flush()
+        self._emit(f"{_OURS} {self._spec.name} died (exit code {code}); Ray restarts it")
         os._exit(1)  # an actor that dies is what Ray restarts
 
     def stop(self, grace_s: float = GRACE_S) -> None:
@@ -128,15 +133,31 @@ class JobProcess:
     def last_lines(self) -> List[str]:
         return list(self.tail)
 
-    def _pump(self, log: TextIO) -> None:
-        assert self._process is not None and self._process.stdout is not None
-        for line in self._process.stdout:
-            line = line.rstrip("\n")
-            log.write(line + "\n")
-            self.tail.append(line)
-            if self._verbose or INTERESTING_OUTPUT.search(line):
-                self._emit(line)
-        log.flush()
+    def _follow(self, offset: int) -> None:
+        """Relays the child's log lines from `offset` until the child has exited."""
+        assert self._process is not None
+        pending = ""
+        with open(self._log_path, errors="replace") as log:
+            log.seek(offset)
+            while True:
+                exited = self._process.poll() is not None
+                for chunk in iter(log.readline, ""):
+                    pending += chunk
+                    if pending.endswith("\n"):
+                        self._relay(pending.rstrip("\n"))
+                        pending = ""
+                if exited:
+                    break
+                time.sleep(_POLL_S)
+        if pending:
+            self._relay(pending)
+
+    def _relay(self, line: str) -> None:
+        self.tail.append(line)
+        if line.startswith(_OURS):
+            return
+        if self._verbose or INTERESTING_OUTPUT.search(line):
+            self._emit(line)
 
     @staticmethod
     def _emit(line: str) -> None:
@@ -144,14 +165,12 @@ class JobProcess:
         sys.stdout.flush()
 
 
-def _start(spec: JobSpec) -> subprocess.Popen:
+def _start(spec: JobSpec, log: TextIO) -> subprocess.Popen:
     return subprocess.Popen(
         spec.argv(sys.executable),
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        text=True,
-        bufsize=1,
         start_new_session=True,
         preexec_fn=_die_with_parent,
     )
