@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -72,6 +73,43 @@ def test_clients_get_the_server_host_the_engine_found(tmp_path):
     for spec in specs[1:]:
         assert "--replay_buffer_server_address=10.0.0.7:4567" in spec.flags
     assert "--port=4567" in specs[0].flags
+
+
+def test_the_core_never_imports_ray():
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+        import sac_distributed
+        import sac_distributed.bin.launch  # (the binaries' flags clash: one at a time)
+        for module in pkgutil.iter_modules(sac_distributed.__path__, "sac_distributed."):
+            if module.name != "sac_distributed.ray_launch":
+                importlib.import_module(module.name)
+        print("ray imported:", "ray" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ray imported: False" in result.stdout
+
+
+def test_ray_engine_without_ray_says_how_to_install_it(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        sys.argv = ["sac-launch", "--engine=ray", "--root_dir={tmp_path / "run"}"]
+        from sac_distributed.bin import launch
+        launch.run()
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "--engine=ray needs Ray" in result.stderr
+    assert "pip install -e '.[ray]'" in result.stderr
 
 
 # --- on a two-node cluster -----------------------------------------------------
