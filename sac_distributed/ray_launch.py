@@ -69,11 +69,13 @@ class JobProcess:
     """One job of the run: its binary as a child process of this Ray actor.
 
     Ray restarts the actor when its process dies; the child process is tied to
-    it (it gets SIGTERM when the actor's process ends), and the actor exits
-    when the child dies, so either death restarts the pair. A restarted
-    instance first waits for a previous child of the same job on this node to
-    finish its graceful exit, which would otherwise hold the server's port or
-    the learner's lock.
+    it (Ray kills a dead worker's children; PR_SET_PDEATHSIG sends SIGTERM if
+    that cleanup is off), and the actor exits when the child dies, so either
+    death restarts the pair. A restarted instance first waits for a previous
+    child of the same job on this node to exit, which would otherwise hold the
+    server's port or the learner's lock. The child writes its output to
+    logs/<job>.log itself; the actor follows that file and prints our own and
+    error lines, which Ray forwards to the launcher as "(<job> pid=...) ...".
     """
 
     def __init__(self, spec: JobSpec, log_dir: str, run_id: str, verbose: bool):
@@ -113,6 +115,7 @@ class JobProcess:
         with open(self._log_path, "a") as log:
             log.write(f"{_OURS} {self._spec.name} exited with code {code}\n")
         if code in (0, USER_ERROR_EXIT_CODE) or self._stopping.is_set():
+            _remove(self._pid_path)
             return code
         self._emit(f"{_OURS} {self._spec.name} died (exit code {code}); Ray restarts it")
         os._exit(1)  # an actor that dies is what Ray restarts
@@ -205,6 +208,15 @@ def _wait_for_previous(pid_path: str, module: str, grace_s: float = GRACE_S) -> 
                 pass
             return
         time.sleep(0.2)
+
+
+def _remove(pid_path: str) -> None:
+    """Removes the pid file, and its run's directory once it is empty."""
+    for remove, path in ((os.remove, pid_path), (os.rmdir, os.path.dirname(pid_path))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 def _runs(pid: int, module: str) -> bool:
