@@ -349,7 +349,7 @@ class RayRun:
         try:
             return self._watch(refs)
         finally:
-            self._stop_all()
+            self._stop_all(list(refs))
 
     def _watch(self, refs: Dict[ray.ObjectRef, str]) -> LaunchResult:
         pending = list(refs)
@@ -398,12 +398,14 @@ class RayRun:
     def _result(self, exit_code: int, message: str) -> LaunchResult:
         return LaunchResult(exit_code, message, dict(self._codes))
 
-    def _stop_all(self) -> None:
+    def _stop_all(self, run_refs: List[ray.ObjectRef]) -> None:
         """Clients first, then the server (it writes its replay checkpoint), then the actors."""
         clients = [a for n, a in self._actors.items() if n != SERVER]
         self._stop(clients, "clients")
         if SERVER in self._actors:
             self._stop([self._actors[SERVER]], "server")
+        # Each run() call writes its job's last log line and cleans up as it returns.
+        ray.wait(run_refs, num_returns=len(run_refs), timeout=_POLL_S * 20)
         for actor in self._actors.values():
             ray.kill(actor, no_restart=True)
 
