@@ -23,6 +23,10 @@ if not sys.platform.startswith("linux"):
         "Use a Linux machine or the Docker image in launch/."
     )
 
+# Ray 2.60.0 installs beside tensorflow 2.15.1 on Python 3.11 without moving protobuf
+# (4.25), numpy (1.26) or grpcio; it adds click, filelock and msgpack.
+_RAY = "ray==2.60.0"
+
 setup(
     name="sac_distributed",
     version="0.1.0",
@@ -47,7 +51,11 @@ setup(
     extras_require={
         # sac-evaluate videos (pygame renders gym's classic-control envs), sac-plot.
         "tools": ["imageio", "imageio-ffmpeg", "matplotlib", "pygame"],
+        # sac-launch --engine=ray. Ray core only: ray[default] (dashboard, `ray job
+        # submit`) pulls protobuf >= 5 through opentelemetry, which TF 2.15 cannot import.
+        "ray": [_RAY],
         "test": [
+            _RAY,  # tests/test_ray_launch.py starts a two-node Ray cluster
             "pytest",
             # `make test` runs the suite on 2 workers (one file per worker): most tests
             # wait on subprocesses, so one worker leaves a core idle.

@@ -10,8 +10,8 @@ the binaries; a test parses each definition with the real binary and gets the
 same config back.
 
 Nothing here starts a process: the local `launch.Supervisor` runs the specs as
-child processes, and another launcher (a cluster, a container platform) can
-run the same definitions its own way.
+child processes, `ray_launch` runs each as a child of a Ray actor, and another
+launcher (a container platform) can run the same definitions its own way.
 """
 
 from __future__ import annotations
@@ -61,13 +61,15 @@ class RunConfigs:
     evaluator: EvaluatorConfig
 
 
-def make_run_configs(launch: LaunchConfig, port: int) -> RunConfigs:
-    """Every job of a run on localhost:`port`; raises ConfigError on a bad value.
+def make_run_configs(launch: LaunchConfig, port: int, host: str = "localhost") -> RunConfigs:
+    """Every job of a run with its server on `host`:`port`; raises ConfigError on a
+    bad value.
 
     Building them all before any process starts means a bad setting is
-    reported once, by the launcher, instead of by each job as it starts.
+    reported once, by the launcher, instead of by each job as it starts. A
+    cluster launcher passes the server node's address as `host`.
     """
-    address = f"localhost:{port}"
+    address = f"{host}:{port}"
     client = ClientConfig(address, address, launch.connect_timeout_s)
     common = dict(env_name=launch.env_name, hparams=launch.hparams, root_dir=launch.root_dir)
     clients = dict(common, client=client, seed=launch.seed)
