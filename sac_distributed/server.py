@@ -17,7 +17,12 @@ from sac_distributed import ownership
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import PortInUseError
-from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
+from sac_distributed.replay import (
+    REPLAY_TABLE,
+    make_tables,
+    transitions_per_item_of,
+    validate_server_config,
+)
 from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
 from sac_distributed.runtime import Metrics, port_in_use
 
@@ -100,7 +105,7 @@ class ServerLoop:
         info = self._client.server_info()[REPLAY_TABLE]
         stats = info.rate_limiter_info
         # The table counts items of K transitions; report transitions.
-        k = self._config.hparams.transitions_per_item
+        k = transitions_per_item_of(info.signature)
         return (
             info.current_size * k,
             stats.insert_stats.completed * k,
