@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import reverb
@@ -464,6 +464,25 @@ def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -
 def stored_transitions(info) -> int:
     """Transitions held by a table, from its TableInfo (items x K)."""
     return int(info.current_size) * transitions_per_item_of(info.signature)
+
+
+class TransitionCounts(NamedTuple):
+    """A replay table's counters in transitions (Reverb counts items of K)."""
+
+    stored: int
+    inserted: int  # ever, by all actors
+    sampled: int  # ever, by all learners
+
+
+def transition_counts(info) -> TransitionCounts:
+    """The counters of a table's TableInfo, in transitions (K from its signature)."""
+    k = transitions_per_item_of(info.signature)
+    stats = info.rate_limiter_info
+    return TransitionCounts(
+        stored=int(info.current_size) * k,
+        inserted=int(stats.insert_stats.completed) * k,
+        sampled=int(stats.sample_stats.completed) * k,
+    )
 
 
 def wait_for_table_size(
