@@ -45,9 +45,14 @@ from tf_agents.trajectories import time_step as ts
 from sac_distributed.agent import EnvSpecs, policy_variable_specs
 from sac_distributed.config import ConfigError, Hyperparams, ServerConfig
 from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
+from sac_distributed.retry import retry
 
 REPLAY_TABLE = "uniform_table"
 VARIABLE_TABLE = "variables"
+
+# What a Reverb call raises when the server is gone: deadlines from our own
+# timeouts, and RuntimeError carrying a gRPC status (UNAVAILABLE, CANCELLED...).
+TRANSIENT_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 # Items a writer may have unconfirmed before throttle() waits for the server.
 MAX_ITEMS_IN_FLIGHT = 16
@@ -353,34 +358,34 @@ def connect(
 ) -> reverb.Client:
     """Returns a client once the server at `address` answers.
 
-    Waits with exponential backoff (capped at 5 s), logging what it waits for,
-    and raises ServerUnreachableError after `timeout_s` seconds.
+    Waits with `retry.retry`'s backoff (capped at 5 s), logging what it waits
+    for, and raises ServerUnreachableError after `timeout_s` seconds.
     """
     client = reverb.Client(address)
-    deadline = time.monotonic() + timeout_s
-    delay = 0.2
-    attempt = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            client.server_info(timeout=max(1, min(5, int(remaining))))
-            if attempt:
-                logging.info("Reverb server at %s is up (%s).", address, purpose)
-            return client
-        except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
-            last_error = e
-        attempt += 1
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or should_stop():
-            break
+    waited = False
+
+    def attempt(remaining_s: float) -> reverb.Client:
+        client.server_info(timeout=max(1, min(5, int(remaining_s))))
+        return client
+
+    def log_wait(_: BaseException, remaining_s: float) -> None:
+        nonlocal waited
+        waited = True
         logging.info(
             "Waiting for the Reverb server at %s (%s); %.0f s left before giving up.",
             address,
             purpose,
-            remaining,
+            remaining_s,
         )
-        time.sleep(min(delay, max(remaining, 0)))
-        delay = min(delay * 2, 5.0)
+
+    try:
+        retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
+    except TRANSIENT_ERRORS as error:
+        last_error = error
+    else:
+        if waited:
+            logging.info("Reverb server at %s is up (%s).", address, purpose)
+        return client
     raise ServerUnreachableError(
         f"No Reverb server answered at {address} within {timeout_s:.0f} s ({purpose}). "
         f"Start it first (sac-reverb-server --port {address.rpartition(':')[2]}), check the "
