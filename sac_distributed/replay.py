@@ -716,13 +716,37 @@ def make_dataset(
     Samples batch_size / K items (K = `transitions_per_item`, read from the
     server's table when None; a given K is checked against the table's) from
     `num_parallel_datasets` interleaved Reverb streams, then reshapes them to
-    batch_size rows. `max_in_flight` is per
-    stream, in items (default: one batch's worth).
+    batch_size rows. `max_in_flight` is per stream, in items (default: one
+    batch's worth).
 
     With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
     limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
     """
+    k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
+    layout = row_layout(env_specs)
+    items_per_batch = batch_size // k
+    dataset = _item_streams(
+        address,
+        transition_signature(env_specs, k),
+        max_in_flight or max(items_per_batch, 1),
+        rate_limiter_timeout_ms,
+        num_parallel_datasets,
+    )
+    # Whole ReplaySamples are batched (no per-item map: a per-item op costs
+    # more CPU than Reverb's sampling itself), then the rows are split once.
+    dataset = dataset.batch(items_per_batch, drop_remainder=True)
+    dataset = dataset.map(
+        lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _dataset_transitions_per_item(
+    address: str, transitions_per_item: Optional[int], batch_size: int
+) -> int:
+    """K of the server's table (checked against a given one), dividing `batch_size`."""
     client = reverb.Client(address)
     if transitions_per_item is None:
         k = table_transitions_per_item(client)
@@ -733,37 +757,36 @@ def make_dataset(
             f"batch_size {batch_size} (per replica) is not a multiple of the table's "
             f"{k} transitions per item."
         )
-    layout = row_layout(env_specs)
-    items_per_batch = batch_size // k
-    in_flight = max_in_flight or max(items_per_batch, 1)
+    return k
+
+
+def _item_streams(
+    address: str,
+    signature: Mapping[str, tf.TensorSpec],
+    in_flight: int,
+    rate_limiter_timeout_ms: int,
+    num_streams: int,
+) -> tf.data.Dataset:
+    """Replay items with `signature` from `num_streams` interleaved Reverb streams."""
 
     def stream(_) -> tf.data.Dataset:
         return reverb.TrajectoryDataset(
             server_address=address,
             table=REPLAY_TABLE,
-            dtypes={TRANSITIONS: tf.float32},
-            shapes={TRANSITIONS: tf.TensorShape([k, layout.width])},
+            dtypes=tree.map_structure(lambda spec: spec.dtype, signature),
+            shapes=tree.map_structure(lambda spec: spec.shape, signature),
             max_in_flight_samples_per_worker=in_flight,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
         )
 
-    if num_parallel_datasets <= 1:
-        dataset = stream(0)
-    else:
-        dataset = tf.data.Dataset.range(num_parallel_datasets).interleave(
-            stream,
-            cycle_length=num_parallel_datasets,
-            num_parallel_calls=num_parallel_datasets,
-            deterministic=False,
-        )
-    # Whole ReplaySamples are batched (no per-item map: a per-item op costs
-    # more CPU than Reverb's sampling itself), then the rows are split once.
-    dataset = dataset.batch(items_per_batch, drop_remainder=True)
-    dataset = dataset.map(
-        lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
-        num_parallel_calls=tf.data.AUTOTUNE,
+    if num_streams <= 1:
+        return stream(0)
+    return tf.data.Dataset.range(num_streams).interleave(
+        stream,
+        cycle_length=num_streams,
+        num_parallel_calls=num_streams,
+        deterministic=False,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def items_to_transition(items: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
