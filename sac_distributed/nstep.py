@@ -1,9 +1,9 @@
 """n-step transitions, built by actors from consecutive one-step replay rows.
 
-An n-step transition keeps the replay row format and the learner unchanged:
-it replaces a row's n-step fields through `replay.RowLayout`.
+An n-step transition keeps the replay row format and the learner unchanged.
 From the steps t .. t+m-1 of one episode (m = n, or fewer at an episode's
-end) it stores
+end) it stores, in the n-step fields of step t's row (`replay.RowLayout`
+reads and replaces them),
 
     reward   = sum_k gamma^k (d_t ... d_{t+k-1}) r_{t+k}
     discount = gamma^(m-1) (d_t ... d_{t+m-1})

@@ -63,7 +63,7 @@ MAX_ITEMS_IN_FLIGHT = 16
 DEFAULT_PARALLEL_DATASETS = 1
 
 
-# --- the row layout ------------------------------------------------------------------
+# --- the row layout -------------------------------------------------------------------
 
 # The fields of one transition, in the order they are packed into a replay row.
 OBSERVATION = "observation"
@@ -213,7 +213,7 @@ def pack_transition(transition: Mapping[str, np.ndarray]) -> np.ndarray:
     return pack_row(*(transition[name] for name in TRANSITION_FIELDS))
 
 
-# --- table signatures ----------------------------------------------------------------
+# --- table signatures -----------------------------------------------------------------
 
 # Fields of the single item in the variable container table.
 POLICY_VARIABLES = "policy_variables"
@@ -350,6 +350,17 @@ def make_tables(config: ServerConfig, env_specs: EnvSpecs) -> list:
     return [replay, variables]
 
 
+def validate_server_config(config: ServerConfig) -> None:
+    """Builds the rate limiter once so Reverb's own checks run before serving."""
+    try:
+        make_rate_limiter(config)
+    except ValueError as e:
+        raise ConfigError(f"Reverb rejects this rate limiter configuration: {e}") from e
+
+
+# --- connecting and start-up checks ---------------------------------------------------
+
+
 def connect(
     address: str,
     timeout_s: float,
@@ -466,6 +477,9 @@ def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -
     return table_k
 
 
+# --- counts ---------------------------------------------------------------------------
+
+
 def stored_transitions(info) -> int:
     """Transitions held by a table, from its TableInfo (items x K)."""
     return int(info.current_size) * transitions_per_item_of(info.signature)
@@ -519,6 +533,9 @@ def wait_for_table_size(
             last_log = time.monotonic()
         time.sleep(0.2)
     return False
+
+
+# --- the writer -----------------------------------------------------------------------
 
 
 class TransitionWriter:
@@ -702,6 +719,9 @@ def _cpp_writer(writer: reverb.TrajectoryWriter):
     return None
 
 
+# --- the dataset ----------------------------------------------------------------------
+
+
 def make_dataset(
     address: str,
     env_specs: EnvSpecs,
@@ -815,11 +835,3 @@ def to_transition(rows: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
     time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), obs)
     next_time_step = ts.TimeStep(mid, reward, discount, next_obs)
     return trajectory.Transition(time_step, policy_step.PolicyStep(action, (), ()), next_time_step)
-
-
-def validate_server_config(config: ServerConfig) -> None:
-    """Builds the rate limiter once so Reverb's own checks run before serving."""
-    try:
-        make_rate_limiter(config)
-    except ValueError as e:
-        raise ConfigError(f"Reverb rejects this rate limiter configuration: {e}") from e
