@@ -9,7 +9,6 @@ from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
 from sac_distributed import replay, sac_learner
-from sac_distributed import specs as specs_lib
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.variables import VariableContainer
 
@@ -63,7 +62,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
     assert snapshot is not None
     assert snapshot.train_step == loop.step == 0
     assert snapshot.learner_done is False
-    signature = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    signature = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
     assert len(snapshot.policy_weights) == len(expected) == len(signature)
     for pulled, mine, spec in zip(snapshot.policy_weights, expected, signature):
         assert pulled.dtype == mine.dtype == spec.dtype.as_numpy_dtype
@@ -80,7 +79,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
 
 
 def test_push_replaces_the_single_item(client, env_specs, hparams):
-    shapes = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    shapes = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
     container = VariableContainer(client)
     try:
         for step in (5, 7):

@@ -56,13 +56,13 @@ def to_stock_trajectory(step: RandomStep) -> trajectory.Trajectory:
 def to_our_row(step: RandomStep) -> np.ndarray:
     """The replay row ActorLoop writes for this step (it never steps from a LAST step)."""
     time_step, action, next_time_step = step
-    return specs_lib.pack_transition(
+    return replay.pack_transition(
         {
-            specs_lib.OBSERVATION: time_step.observation,
-            specs_lib.ACTION: action,
-            specs_lib.REWARD: next_time_step.reward,
-            specs_lib.DISCOUNT: next_time_step.discount,
-            specs_lib.NEXT_OBSERVATION: next_time_step.observation,
+            replay.OBSERVATION: time_step.observation,
+            replay.ACTION: action,
+            replay.REWARD: next_time_step.reward,
+            replay.DISCOUNT: next_time_step.discount,
+            replay.NEXT_OBSERVATION: next_time_step.observation,
         }
     )
 
