@@ -23,6 +23,10 @@ if not sys.platform.startswith("linux"):
         "Use a Linux machine or the Docker image in launch/."
     )
 
+# Ray 2.60.0 installs beside tensorflow 2.15.1 on Python 3.11 without moving protobuf
+# (4.25), numpy (1.26) or grpcio; it adds click, filelock and msgpack.
+_RAY = "ray==2.60.0"
+
 setup(
     name="sac_distributed",
     version="0.1.0",
@@ -40,16 +44,25 @@ setup(
         "absl-py",
         "portpicker",
         "numpy<2",
+        # The actor's single-threaded BLAS (policy.limit_blas_threads): small, pure
+        # Python, maintained by the scikit-learn developers.
+        "threadpoolctl>=3.1",
     ],
     extras_require={
         # sac-evaluate videos (pygame renders gym's classic-control envs), sac-plot.
         "tools": ["imageio", "imageio-ffmpeg", "matplotlib", "pygame"],
+        # sac-launch --engine=ray. Ray core only: ray[default] (dashboard, `ray job
+        # submit`) pulls protobuf >= 5 through opentelemetry, which TF 2.15 cannot import.
+        "ray": [_RAY],
         "test": [
+            _RAY,  # tests/test_ray_launch.py starts a two-node Ray cluster
             "pytest",
             # `make test` runs the suite on 2 workers (one file per worker): most tests
             # wait on subprocesses, so one worker leaves a core idle.
             "pytest-xdist",
             "pyyaml",
+            # tests/test_kubernetes.py: the Kubernetes OpenAPI schemas (1.25-1.37), offline.
+            "kubernetes-validate==1.37.0",
             "ruff",
             "imageio",
             "imageio-ffmpeg",
@@ -73,6 +86,7 @@ setup(
             "sac-status=sac_distributed.bin.status:run",
             "sac-evaluate=sac_distributed.bin.evaluate:run",
             "sac-plot=sac_distributed.bin.plot:run",
+            "sac-render=sac_distributed.bin.render:run",
         ]
     },
 )

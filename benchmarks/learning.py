@@ -38,6 +38,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
 import learning_report  # noqa: E402
+from bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
 
 SYSTEMS = ("ours", "stock", "sb3")
 DEFAULT_OUT = os.path.join(_HERE, "results", "learning")
@@ -70,17 +71,6 @@ class Budget:
     num_eval_episodes: int
     utd: float
     common_flags: tuple
-
-
-def parse_variants(text: str) -> Dict[str, tuple]:
-    """'name=--flag --flag2;name2=' -> {name: flags}; '' -> {'preset': ()}."""
-    variants: Dict[str, tuple] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, sep, flags = part.partition("=")
-        if not sep or not name.strip().replace("_", "").isalnum():
-            raise SystemExit(f"--variants: {part!r} is not name=flags (name: letters, digits, _).")
-        variants[name.strip()] = tuple(shlex.split(flags))
-    return variants or {"preset": ()}
 
 
 def flags_to_overrides(flags: Sequence[str]) -> Dict[str, object]:
@@ -165,9 +155,8 @@ def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[s
 def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
     hp = resolved_hparams(spec.env_name, budget.common_flags + spec.flags)
     train_steps = int(round((budget.env_steps - hp.initial_collect_steps) * budget.utd))
-    launch = os.path.join(os.path.dirname(sys.executable), "sac-launch")
     return [
-        launch,
+        sac_launch_executable(),
         f"--root_dir={os.path.join(work, 'root')}",
         f"--env_name={spec.env_name}",
         f"--seed={spec.seed}",
@@ -318,7 +307,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}.")
-    args.variants = parse_variants(args.variants)
+    args.variants = parse_named_flags(args.variants, "--variants") or {"preset": ()}
     args.common_flags = tuple(shlex.split(args.common_flags))
     if args.utd <= 0 or args.parallel < 1 or args.eval_every < 1 or args.num_eval_episodes < 1:
         p.error("--utd must be > 0 and --parallel, --eval_every, --num_eval_episodes >= 1.")

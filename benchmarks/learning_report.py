@@ -18,12 +18,13 @@ Definitions (also printed under the table):
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from sac_distributed import results
 
 # Mean training-episode return of rl-baselines3-zoo's SAC runs (1 update per env
 # step, published monitor logs) at env steps: the issue's reference table.
@@ -70,16 +71,9 @@ class Run:
 
 def read_points(path: str) -> List[Point]:
     """The rows of a results.csv (the evaluator's format), in env-step order."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
     points = [
-        Point(
-            int(r["train_step"]),
-            int(r["env_steps"]),
-            float(r["average_return"]),
-            float(r["wall_time"]),
-        )
-        for r in rows
+        Point(r.train_step, r.env_steps, r.average_return, r.wall_time)
+        for r in results.read_results(path)
     ]
     return sorted(points, key=lambda p: p.env_steps)
 

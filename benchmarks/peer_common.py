@@ -2,29 +2,28 @@
 
 The peers (`peer_stock.py`, `peer_sb3.py`) and our evaluator write the same
 results.csv (train_step, env_steps, average_return, average_episode_length,
-wall_time), so `learning.py` reads every run alike. This module imports
-neither TensorFlow nor torch nor sac_distributed: the SB3 peer runs in its own
-virtualenv (torch needs a newer typing_extensions than tf-agents pins).
+wall_time) through `sac_distributed.results`, so `learning.py` reads every run
+alike. This module imports neither TensorFlow nor torch: the SB3 peer runs in
+its own virtualenv (torch needs a newer typing_extensions than tf-agents pins),
+which has no sac_distributed installed, so the repository root is put on the
+path for `sac_distributed.results` (standard library only).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
-# The evaluator's header (sac_distributed.paths.RESULTS_HEADER), repeated
-# here because the SB3 peer cannot import sac_distributed; a test checks they agree.
-RESULTS_HEADER = (
-    "train_step",
-    "env_steps",
-    "average_return",
-    "average_episode_length",
-    "wall_time",
-)
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sac_distributed.paths import RESULTS_HEADER  # noqa: E402
+from sac_distributed.results import EvalPoint, append_result  # noqa: E402
+
+__all__ = ["RESULTS_HEADER", "ResultsWriter", "hparam", "parse_args"]
 
 
 def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespace:
@@ -49,27 +48,25 @@ def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespac
 
 
 class ResultsWriter:
-    """Appends evaluation rows in the evaluator's format."""
+    """Appends evaluation rows in the evaluator's format (sac_distributed.results)."""
 
     def __init__(self, path: str):
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        if not os.path.exists(path):
-            with open(path, "w", newline="") as f:
-                csv.writer(f).writerow(RESULTS_HEADER)
 
-    def add(self, train_step: int, env_steps: int, returns: List[float], lengths: List[float]):
-        row = (
+    def add(
+        self, train_step: int, env_steps: int, returns: List[float], lengths: List[float]
+    ) -> None:
+        """One evaluation: the means of its episodes' returns and lengths, timed now."""
+        point = EvalPoint(
             int(train_step),
             int(env_steps),
-            f"{sum(returns) / len(returns):.3f}",
-            f"{sum(lengths) / len(lengths):.1f}",
-            f"{time.time():.1f}",
+            sum(returns) / len(returns),
+            sum(lengths) / len(lengths),
+            time.time(),
         )
-        with open(self.path, "a", newline="") as f:
-            csv.writer(f).writerow(row)
+        append_result(self.path, point)
         print(
-            f"eval env_steps={env_steps} train_step={train_step} return={row[2]}",
+            f"eval env_steps={env_steps} train_step={train_step} return={point.average_return:.3f}",
             flush=True,
         )
 

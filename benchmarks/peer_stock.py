@@ -1,11 +1,12 @@
 """Peer (a) of the learning benchmark: the stock TF-Agents SAC tutorial loop.
 
-One process, the Minitaur tutorial's pieces as `compare.make_stock_tutorial_loop`
-builds them: the same `SacAgent` our learner builds (agent.make_agent), a
-`tf_agents.train.actor.Actor` that collects one step with
-`PyTFEagerPolicy(collect_policy)`, a `ReverbAddTrajectoryObserver` (2-step items,
-stride 1) into the tutorial's Uniform/Fifo table, and a
-`tf_agents.train.learner.Learner` run for `--utd` iterations after each step.
+One process, the Minitaur tutorial's pieces as `bench.stock.make_stock_tutorial_loop`
+builds them (compare.py's time_to_return runs the same loop): the same
+`SacAgent` our learner builds (agent.make_agent), a `tf_agents.train.actor.Actor`
+that collects one step with `PyTFEagerPolicy(collect_policy)`, a
+`ReverbAddTrajectoryObserver` (2-step items, stride 1) into the tutorial's
+Uniform/Fifo table, and a `tf_agents.train.learner.Learner` run for `--utd`
+iterations after each step.
 It loads the env with `specs.load_env`, so time limits keep discount 1 here
 too: the comparison isolates the distributed pipeline, not that fix.
 """
@@ -20,11 +21,8 @@ import sys
 from typing import List, Optional
 
 import tensorflow as tf
-from compare import make_stock_tutorial_loop
+from bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
 from peer_common import ResultsWriter, parse_args
-from tf_agents.metrics import py_metrics
-from tf_agents.policies import greedy_policy, py_tf_eager_policy
-from tf_agents.train import actor as tfa_actor
 
 from sac_distributed import config as config_lib
 from sac_distributed import specs as specs_lib
@@ -35,9 +33,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     hp = config_lib.Hyperparams(**args.hparams)
     tf.random.set_seed(args.seed)
     collect_env = specs_lib.load_env(args.env_name, args.seed)
-    eval_env = specs_lib.load_env(args.env_name, args.seed + 10_000)
+    eval_env = specs_lib.load_env(args.env_name, args.seed + EVAL_SEED_OFFSET)
     loop = make_stock_tutorial_loop(collect_env, args.env_name, hp, args.seed)
-    evaluate = _evaluator(eval_env, loop.agent, loop.train_step, args.num_eval_episodes)
+    evaluate = make_stock_evaluator(eval_env, loop.agent, loop.train_step, args.num_eval_episodes)
     writer = ResultsWriter(args.results)
     iterations = max(1, int(round(args.utd)))
     env_steps = hp.initial_collect_steps
@@ -45,7 +43,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         while True:
             since_warm_up = env_steps - hp.initial_collect_steps
             if since_warm_up % args.eval_every == 0 or env_steps == args.env_steps:
-                writer.add(int(loop.learner.train_step_numpy), env_steps, *evaluate())
+                average_return, average_length = evaluate()
+                train_step = int(loop.learner.train_step_numpy)
+                writer.add(train_step, env_steps, [average_return], [average_length])
             if env_steps >= args.env_steps:
                 return 0
             loop.collect.run()
@@ -53,30 +53,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             env_steps += 1
     finally:
         loop.close()
-
-
-def _evaluator(env, agent, train_step: tf.Variable, episodes: int):
-    """The tutorial's eval Actor with the greedy policy; () -> ([return], [length])."""
-    policy = py_tf_eager_policy.PyTFEagerPolicy(
-        greedy_policy.GreedyPolicy(agent.policy), use_tf_function=True
-    )
-    average_return = py_metrics.AverageReturnMetric(buffer_size=episodes)
-    average_length = py_metrics.AverageEpisodeLengthMetric(buffer_size=episodes)
-    actor = tfa_actor.Actor(
-        env,
-        policy,
-        train_step,
-        episodes_per_run=episodes,
-        metrics=[average_return, average_length],
-    )
-
-    def evaluate():
-        average_return.reset()
-        average_length.reset()
-        actor.run()
-        return [float(average_return.result())], [float(average_length.result())]
-
-    return evaluate
 
 
 if __name__ == "__main__":

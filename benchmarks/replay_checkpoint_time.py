@@ -29,7 +29,7 @@ FLAGS = flags.FLAGS
 
 
 def _fill(server, specs, transitions: int) -> float:
-    layout = specs_lib.row_layout(specs)
+    layout = replay.row_layout(specs)
     writer = replay.TransitionWriter(server.localhost_client())
     rows = np.random.default_rng(0).uniform(-1, 1, (1024, layout.width)).astype(np.float32)
     start = time.monotonic()

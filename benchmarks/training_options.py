@@ -14,35 +14,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Sequence
+
+from bench.sac_launch import parse_named_flags, sac_launch_executable
+from bench.timing import median_time
 
 from sac_distributed import plotting
 
 DEFAULT_SETS = "base=;n_step_3=--n_step=3;normalized=--normalize_observations"
 
 
-def parse_sets(text: str) -> Dict[str, List[str]]:
-    """'name=--flag --flag2;name2=' -> {name: [flags]}."""
-    sets = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, _, flags = part.partition("=")
-        sets[name.strip()] = shlex.split(flags)
-    return sets
-
-
-def run_once(env_name: str, flags: List[str], target: float, timeout_s: float) -> dict:
+def run_once(env_name: str, flags: Sequence[str], target: float, timeout_s: float) -> dict:
     """One sac-launch run to the end; its evaluation summary."""
     root = tempfile.mkdtemp(prefix="sac_options_")
-    launch = os.path.join(os.path.dirname(sys.executable), "sac-launch")
-    argv = [launch, f"--root_dir={root}", f"--env_name={env_name}", *flags]
+    argv = [sac_launch_executable(), f"--root_dir={root}", f"--env_name={env_name}", *flags]
     start = time.time()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
@@ -61,13 +51,6 @@ def run_once(env_name: str, flags: List[str], target: float, timeout_s: float) -
     }
 
 
-def _median(values: List[Optional[float]]) -> Optional[float]:
-    """Median, with a run that never reached the target counted as infinitely slow."""
-    ordered = sorted(float("inf") if v is None else v for v in values)
-    middle = statistics.median(ordered)
-    return None if middle == float("inf") else middle
-
-
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--env_name", default="Pendulum-v1")
@@ -76,7 +59,7 @@ def main(argv: List[str]) -> int:
     p.add_argument("--target_return", type=float, default=-200.0)
     p.add_argument("--timeout_s", type=float, default=900.0)
     args = p.parse_args(argv)
-    sets = parse_sets(args.sets)
+    sets = parse_named_flags(args.sets, "--sets")
     runs: Dict[str, List[dict]] = {name: [] for name in sets}
     for round_index in range(args.repeats):
         for name, flags in sets.items():
@@ -85,8 +68,10 @@ def main(argv: List[str]) -> int:
             print(f"round {round_index + 1} {name}: {json.dumps(result)}", flush=True)
     summary = {
         name: {
-            "median_seconds_to_target": _median([r["seconds_to_target"] for r in results]),
-            "median_train_step_at_target": _median([r["train_step_at_target"] for r in results]),
+            "median_seconds_to_target": median_time([r["seconds_to_target"] for r in results]),
+            "median_train_step_at_target": median_time(
+                [r["train_step_at_target"] for r in results]
+            ),
             "best_returns": [round(r["best_return"], 1) for r in results],
             "last_returns": [round(r["last_return"], 1) for r in results],
         }

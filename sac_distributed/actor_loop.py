@@ -18,12 +18,12 @@ from absl import logging
 from tf_agents.environments import py_environment
 from tf_agents.trajectories.time_step import StepType
 
+from sac_distributed import replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.nstep import NStepAccumulator
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
-from sac_distributed.replay import REPLAY_TABLE, TransitionWriter, stored_transitions, table_info
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
 
@@ -73,10 +73,7 @@ class ActorLoop:
         self._policy = NumpyActorPolicy(
             action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.task_seed
         )
-        self._layout = specs_lib.row_layout(specs_lib.env_specs(envs[0]))
-        obs_size, act_size = self._layout.observation_size, self._layout.action_size
-        self._reward_index = obs_size + act_size
-        self._next_observation_slice = slice(obs_size + act_size + 2, None)
+        self._layout = replay.row_layout(specs_lib.env_specs(envs[0]))
         hp = config.hparams
         self._n_step: Optional[List[NStepAccumulator]] = (
             [NStepAccumulator(self._layout, hp.n_step, hp.gamma) for _ in envs]
@@ -146,7 +143,7 @@ class ActorLoop:
 
     def _open_writers(self) -> None:
         # Checks that the server's table stores the same transitions_per_item.
-        self._writer = TransitionWriter(
+        self._writer = replay.TransitionWriter(
             self._connection.replay, self._config.hparams.transitions_per_item
         )
         self._container = VariableContainer(self._connection.variables)
@@ -237,7 +234,7 @@ class ActorLoop:
             ended = [
                 i for i, t in enumerate(steps) if t.step_type == StepType.LAST or not finite[i]
             ]
-        next_observations = rows[:, self._next_observation_slice]
+        next_observations = self._layout.next_observations(rows)
         if ended:
             next_observations = next_observations.copy()  # rows stay as written
             for i in ended:
@@ -249,26 +246,20 @@ class ActorLoop:
         """`_step` for one env, without the per-env lists and stacking."""
         step = self._envs[0].step(actions[0])
         self.stats.env_steps += 1
-        row = np.concatenate(
-            (
-                observations[0],
-                actions[0].reshape(-1),
-                (step.reward, step.discount),
-                np.reshape(step.observation, -1),
-            ),
-            dtype=np.float32,
+        row = replay.pack_row(
+            observations[0], actions[0], step.reward, step.discount, step.observation
         )
         finite = np.isfinite(np.add.reduce(row))
         episode_length += 1
         if finite:
-            episode_return += row[self._reward_index]
+            episode_return += self._layout.reward(row)
             self._write_row(0, row)
         else:
             self._count_non_finite([step.reward], np.zeros(1, bool))
         if step.step_type == StepType.LAST or not finite:
             self._end_episode(0, episode_return, episode_length)
             return self._flat_observations([self._envs[0].reset().observation])
-        return row[np.newaxis, self._next_observation_slice]
+        return self._layout.next_observations(row[np.newaxis])
 
     def _write_rows(self, rows: np.ndarray, mask: Optional[np.ndarray] = None) -> None:
         """One-step rows of every env (those with `mask` True) into the replay."""
@@ -318,7 +309,9 @@ class ActorLoop:
         )
 
     def _check_warm(self) -> None:
-        size = stored_transitions(table_info(self._connection.replay, REPLAY_TABLE))
+        size = replay.stored_transitions(
+            replay.table_info(self._connection.replay, replay.REPLAY_TABLE)
+        )
         needed = self._config.hparams.initial_collect_steps
         if size < needed:
             logging.log_every_n_seconds(

@@ -18,6 +18,7 @@ from sac_distributed.errors import ConfigError
 DEFAULT_ENV_NAME = "Pendulum-v1"
 DEFAULT_PORT = 8008
 STRATEGIES = ("default", "mirrored", "tpu")
+ENGINES = ("local", "ray")  # who starts the jobs: sac-launch's own Supervisor, or a Ray cluster
 MAX_N_STEP = 100
 MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
@@ -345,8 +346,9 @@ class EvaluatorConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """A whole run on one machine: what `job_definitions.make_run_configs` needs to
-    build every job's config (the local launcher starts them as OS processes)."""
+    """A whole run: what `job_definitions.make_run_configs` needs to build every
+    job's config, and which engine starts the jobs (the local launcher starts them
+    as OS processes on this machine; the Ray engine as Ray actors on a cluster)."""
 
     root_dir: str
     env_name: str = DEFAULT_ENV_NAME
@@ -358,6 +360,12 @@ class LaunchConfig:
     num_envs: Optional[int] = None  # per actor; None: ActorConfig's default
     variable_update_interval: Optional[int] = None  # None: ActorConfig's default
     strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
+    engine: str = "local"  # one of ENGINES
+    # The Ray engine only (ray_launch.py):
+    ray_address: Optional[str] = None  # "auto", host:port or ray://host:port; None: a local Ray
+    learner_gpus: float = 0.0  # GPUs the learner's Ray actor asks for
+    actor_cpus: float = 1.0  # CPUs each actor's Ray actor asks for
+    max_restarts: int = 3  # times Ray restarts each job after its process dies
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
@@ -367,6 +375,35 @@ class LaunchConfig:
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
         _require_seed(self.seed)
+        self._check_engine()
+
+    def _check_engine(self) -> None:
+        _require(self.engine in ENGINES, f"engine must be one of {ENGINES}, got {self.engine!r}.")
+        ray_options = dict(
+            ray_address=self.ray_address is not None,
+            learner_gpus=self.learner_gpus != 0.0,
+            actor_cpus=self.actor_cpus != 1.0,
+            max_restarts=self.max_restarts != 3,
+        )
+        given = [f"--{name}" for name, set_ in ray_options.items() if set_]
+        _require(
+            self.engine == "ray" or not given,
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to a Ray "
+            "cluster: add --engine=ray.",
+        )
+        if self.ray_address not in (None, "auto"):
+            validate_address("ray_address", self.ray_address.removeprefix("ray://"))
+        _require(
+            _is_number(self.learner_gpus) and self.learner_gpus >= 0,
+            f"learner_gpus must be a number >= 0, got {self.learner_gpus!r}.",
+        )
+        _require_positive_number("actor_cpus", self.actor_cpus)
+        _require(
+            isinstance(self.max_restarts, int)
+            and not isinstance(self.max_restarts, bool)
+            and self.max_restarts >= -1,
+            f"max_restarts must be an integer >= 0 (-1: no limit), got {self.max_restarts!r}.",
+        )
 
 
 def validate_address(name: str, address: str) -> None:
@@ -402,10 +439,11 @@ def _require_positive_int(name: str, value: Any) -> None:
 
 
 def _require_positive_number(name: str, value: Any) -> None:
-    _require(
-        isinstance(value, (int, float)) and math.isfinite(value) and value > 0,
-        f"{name} must be a number > 0, got {value!r}.",
-    )
+    _require(_is_number(value) and value > 0, f"{name} must be a number > 0, got {value!r}.")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _require(condition: bool, message: str) -> None:

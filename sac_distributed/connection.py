@@ -3,7 +3,8 @@
 A gRPC channel to a server that went away backs off for a long time before it
 reconnects, so after a loss we build fresh `reverb.Client`s (new channels)
 once the server answers again. Clients wait up to `connect_timeout_s` each
-time and then fail with a clear ServerUnreachableError.
+time (`replay.connect`, with `retry.retry`'s backoff) and then fail with a
+clear ServerUnreachableError.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from absl import logging
 from sac_distributed import replay
 from sac_distributed.config import ClientConfig
 
-# What a Reverb call raises when the server is gone: deadlines from our own
-# timeouts, and RuntimeError carrying a gRPC status (UNAVAILABLE, CANCELLED...).
-TRANSIENT_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
+# What a Reverb call raises when the server is gone (defined beside `replay.connect`).
+TRANSIENT_ERRORS = replay.TRANSIENT_ERRORS
 
 # Recoveries in a row, each without progress in between, before giving up: an
 # error that persists while the server answers is a bug, not an outage.

@@ -19,8 +19,9 @@ from sac_distributed import paths
 from sac_distributed.config import EvaluatorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.policy import NumpyActorPolicy
-from sac_distributed.replay import REPLAY_TABLE, table_info
-from sac_distributed.runtime import Metrics, append_csv_row
+from sac_distributed.replay import REPLAY_TABLE, table_info, transition_counts
+from sac_distributed.results import EvalPoint, append_result
+from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer, VariableSnapshot
 
 
@@ -152,21 +153,18 @@ class EvalLoop:
 
     def _env_steps(self) -> int:
         """Transitions inserted into the replay so far (over all actors)."""
-        info = table_info(self._connection.replay, REPLAY_TABLE)
-        items = int(info.rate_limiter_info.insert_stats.completed)
-        return items * self._config.hparams.transitions_per_item
+        return transition_counts(table_info(self._connection.replay, REPLAY_TABLE)).inserted
 
     def _record(self, result: EvalResult) -> None:
         self.results.append(result)
-        append_csv_row(
+        append_result(
             self.results_path,
-            paths.RESULTS_HEADER,
-            (
+            EvalPoint(
                 result.train_step,
                 result.env_steps,
-                f"{result.average_return:.3f}",
-                f"{result.average_episode_length:.1f}",
-                f"{time.time():.1f}",
+                result.average_return,
+                result.average_episode_length,
+                time.time(),
             ),
         )
         self._metrics.scalars(

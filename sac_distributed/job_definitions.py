@@ -10,8 +10,8 @@ the binaries; a test parses each definition with the real binary and gets the
 same config back.
 
 Nothing here starts a process: the local `launch.Supervisor` runs the specs as
-child processes, and another launcher (a cluster, a container platform) can
-run the same definitions its own way.
+child processes, `ray_launch` runs each as a child of a Ray actor, and another
+launcher (a container platform) can run the same definitions its own way.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ SERVER, LEARNER, EVALUATOR = "server", "learner", "evaluator"
 # How a Hyperparams field that is None is spelled as a flag, where the flag's
 # own default (None) would mean "the preset's value" instead.
 _NONE_SPELLING = {"samples_per_insert": "0"}
+_ALWAYS_WRITTEN = ("port",)  # ServerConfig.port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,13 +61,15 @@ class RunConfigs:
     evaluator: EvaluatorConfig
 
 
-def make_run_configs(launch: LaunchConfig, port: int) -> RunConfigs:
-    """Every job of a run on localhost:`port`; raises ConfigError on a bad value.
+def make_run_configs(launch: LaunchConfig, port: int, host: str = "localhost") -> RunConfigs:
+    """Every job of a run with its server on `host`:`port`; raises ConfigError on a
+    bad value.
 
     Building them all before any process starts means a bad setting is
-    reported once, by the launcher, instead of by each job as it starts.
+    reported once, by the launcher, instead of by each job as it starts. A
+    cluster launcher passes the server node's address as `host`.
     """
-    address = f"localhost:{port}"
+    address = f"{host}:{port}"
     client = ClientConfig(address, address, launch.connect_timeout_s)
     common = dict(env_name=launch.env_name, hparams=launch.hparams, root_dir=launch.root_dir)
     clients = dict(common, client=client, seed=launch.seed)
@@ -112,10 +115,12 @@ def job_specs(configs: RunConfigs, verbose: bool = False) -> List[JobSpec]:
 def config_flags(config: Any) -> List[str]:
     """The flags that make a job's binary build `config` again.
 
-    Hyperparams and the server addresses are written in full (a binary would
-    otherwise fill them from presets and defaults); the job's own options only
-    where they differ from the config's defaults, which the binaries' flags
-    share. Fields left None are left out.
+    Hyperparams, the server's port and the clients' server addresses are
+    written in full (a binary would otherwise fill them from presets and
+    defaults, and a container platform needs the port spelled out next to the
+    one it opens); the job's own options only where they differ from the
+    config's defaults, which the binaries' flags share. Fields left None are
+    left out.
     """
     flags: List[str] = []
     for field in dataclasses.fields(config):
@@ -124,7 +129,9 @@ def config_flags(config: Any) -> List[str]:
             flags += hyperparam_flags(value)
         elif isinstance(value, ClientConfig):
             flags += [_flag(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-        elif value is not None and (field.default is dataclasses.MISSING or value != field.default):
+        elif field.name in _ALWAYS_WRITTEN or (
+            value is not None and (field.default is dataclasses.MISSING or value != field.default)
+        ):
             flags.append(_flag(field.name, value))
     return flags
 

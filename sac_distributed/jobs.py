@@ -61,24 +61,6 @@ def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
     return connection
 
 
-def _check_signatures(specs, hparams, connection: Connection, who: str) -> None:
-    """Refuses a job whose env specs, transitions_per_item or actor network sizes
-    differ from what the server's tables were built for, naming both values."""
-    replay.check_table_signature(
-        connection.replay,
-        replay.REPLAY_TABLE,
-        specs_lib.transition_signature(specs),  # any K: the row layout first
-        f"The {who}'s transition spec",
-    )
-    replay.check_transitions_per_item(connection.replay, hparams.transitions_per_item, who)
-    replay.check_table_signature(
-        connection.variables,
-        replay.VARIABLE_TABLE,
-        specs_lib.variable_signature(specs, hparams),
-        f"The {who}'s policy variable spec",
-    )
-
-
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     """Collects into the replay table until the learner is done or a stop."""
     seed = config.task_seed
@@ -89,7 +71,7 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     specs = specs_lib.env_specs(envs[0], config.env_name)
     who = f"actor {config.task}"
     connection = _connect(config.client, should_stop, who)
-    _check_signatures(specs, config.hparams, connection, who)
+    replay.check_server_tables(connection.replay, connection.variables, specs, config.hparams, who)
     metrics = Metrics(paths.actor_summary_dir(config.root_dir, config.task))
     try:
         return ActorLoop(config, envs, connection, metrics, should_stop).run()
@@ -113,7 +95,9 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
         if lock.previous is not None:  # a dead learner's lease can be taken over at once
             me = dataclasses.replace(me, previous_token=lock.previous.token)
         connection = _connect(config.client, should_stop, "learner")
-        _check_signatures(specs, config.hparams, connection, "learner")
+        replay.check_server_tables(
+            connection.replay, connection.variables, specs, config.hparams, "learner"
+        )
         lease = _acquire_lease(config, connection, me, should_stop)
         if lease is False:
             return LearnerResult(0, 0.0, float("nan"), "stop signal")
@@ -197,7 +181,9 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     env = specs_lib.load_env(config.env_name, config.seed)
     specs = specs_lib.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
-    _check_signatures(specs, config.hparams, connection, "evaluator")
+    replay.check_server_tables(
+        connection.replay, connection.variables, specs, config.hparams, "evaluator"
+    )
     metrics = Metrics(paths.eval_dir(config.root_dir))
     try:
         return EvalLoop(config, env, connection, metrics, should_stop).run()

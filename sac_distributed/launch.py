@@ -35,7 +35,7 @@ _SHUTDOWN_GRACE_S = 60.0
 # While jobs shut down, the launcher says every this many seconds whom it waits for.
 _WAIT_REPORT_S = 5.0
 # Lines shown on the console unless --verbose: our own log lines and errors.
-_INTERESTING = re.compile(
+INTERESTING_OUTPUT = re.compile(
     r"(sac_distributed|jobs\.py|_loop\.py|server\.py|evaluation\.py|replay\.py|"
     r"Traceback|Error|error:|FATAL|Exception)"
 )
@@ -70,7 +70,7 @@ class _Job:
             line = line.rstrip("\n")
             self._log.write(line + "\n")
             self.tail.append(line)
-            if verbose or _INTERESTING.search(line):
+            if verbose or INTERESTING_OUTPUT.search(line):
                 with lock:
                     console.write(f"[{self.spec.name}] {line}\n")
                     console.flush()

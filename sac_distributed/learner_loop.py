@@ -24,6 +24,7 @@ from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size
+from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
 from sac_distributed.sac_learner import Diagnostics, Losses, SacLearner
 from sac_distributed.variables import VariableContainer
@@ -285,14 +286,14 @@ class LearnerLoop:
 
     def _make_iterator_when_ready(self):
         """A new iterator; the first attempts after a restart may still see the old socket."""
-        deadline = time.monotonic() + self._config.client.connect_timeout_s
-        while True:
-            try:
-                return self._make_iterator()
-            except tf.errors.UnavailableError:
-                if time.monotonic() > deadline or self._should_stop():
-                    raise
-                time.sleep(0.5)
+        return retry(
+            lambda _: self._make_iterator(),
+            (tf.errors.UnavailableError,),
+            self._config.client.connect_timeout_s,
+            self._should_stop,
+            initial_delay_s=0.5,
+            max_delay_s=0.5,
+        )
 
     # --- reconnects ------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 An n-step transition keeps the replay row format and the learner unchanged.
 From the steps t .. t+m-1 of one episode (m = n, or fewer at an episode's
-end) it stores
+end) it stores, in the n-step fields of step t's row (`replay.RowLayout`
+reads and replaces them),
 
     reward   = sum_k gamma^k (d_t ... d_{t+k-1}) r_{t+k}
     discount = gamma^(m-1) (d_t ... d_{t+m-1})
@@ -22,7 +23,7 @@ from typing import Deque, List, Optional
 
 import numpy as np
 
-from sac_distributed.specs import RowLayout
+from sac_distributed.replay import RowLayout
 
 
 class NStepAccumulator:
@@ -38,9 +39,7 @@ class NStepAccumulator:
             raise ValueError(f"n_step must be >= 1, got {n_step}.")
         self._n = n_step
         self._gamma = float(gamma)
-        self._reward = layout.observation_size + layout.action_size
-        self._discount = self._reward + 1
-        self._next_observation = slice(self._discount + 1, None)
+        self._layout = layout
         self._pending: Deque[np.ndarray] = collections.deque()
 
     def __len__(self) -> int:
@@ -64,16 +63,19 @@ class NStepAccumulator:
         return rows
 
     def _combine(self, rows) -> np.ndarray:
-        out = np.array(rows[0], dtype=np.float32, copy=True)
+        """The first row with the n-step reward, discount and next observation of `rows`."""
+        layout = self._layout
         total = 0.0
         weight = 1.0  # gamma^k times the discounts before step k
         continuation = 1.0  # product of the discounts so far
         for row in rows:
-            total += weight * float(row[self._reward])
-            discount = float(row[self._discount])
+            total += weight * layout.reward(row)
+            discount = layout.discount(row)
             continuation *= discount
             weight *= self._gamma * discount
-        out[self._reward] = total
-        out[self._discount] = self._gamma ** (len(rows) - 1) * continuation
-        out[self._next_observation] = rows[-1][self._next_observation]
-        return out
+        return layout.with_n_step_fields(
+            rows[0],
+            reward=total,
+            discount=self._gamma ** (len(rows) - 1) * continuation,
+            next_observation=layout.next_observations(rows[-1]),
+        )

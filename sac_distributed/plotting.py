@@ -7,64 +7,23 @@ without touching the notebook's own matplotlib backend.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import os
 from typing import List, Optional
 
 from sac_distributed import paths
 from sac_distributed.errors import ConfigError
-from sac_distributed.paths import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
+
+# The file's one reader lives with its writer; re-exported for sac-plot's callers.
+from sac_distributed.results import EvalPoint, read_results
+
+__all__ = ["EvalPoint", "X_AXES", "plot_learning_curve", "read_results", "results_path"]
 
 X_AXES = ("train_step", "env_steps")
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalPoint:
-    """One row of results.csv."""
-
-    train_step: int
-    env_steps: int
-    average_return: float
-    average_episode_length: float
-    wall_time: float
 
 
 def results_path(root_dir: str) -> str:
     """Where the evaluator of a run on `root_dir` writes its results."""
     return paths.results_path(root_dir)
-
-
-def read_results(path: str) -> List[EvalPoint]:
-    """The rows of a results.csv, in file order.
-
-    Raises ConfigError when the file is missing, has another header, or holds
-    a malformed row (the message names the line).
-    """
-    if not os.path.isfile(path):
-        raise ConfigError(
-            f"No results file at {path!r}. The evaluator (sac-evaluator) writes "
-            f"root_dir/{EVAL_DIR}/{RESULTS_FILE} after its first evaluation."
-        )
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows or tuple(rows[0]) != RESULTS_HEADER:
-        raise ConfigError(
-            f"{path} does not start with the header {','.join(RESULTS_HEADER)}; "
-            "it is not an evaluator results file."
-        )
-    points = []
-    for line, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        try:
-            step, env_steps, ret, length, wall = row
-            points.append(
-                EvalPoint(int(step), int(env_steps), float(ret), float(length), float(wall))
-            )
-        except ValueError as e:
-            raise ConfigError(f"{path}, line {line}: malformed row {row!r} ({e}).") from e
-    return points
 
 
 def plot_learning_curve(

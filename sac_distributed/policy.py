@@ -13,45 +13,30 @@ with observation normalization it first applies the learner's statistics as
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import sys
 from typing import List, Optional, Sequence
 
 import numpy as np
-
-# OpenBLAS symbol names: NumPy's wheels use the 64-bit-integer build ("64_").
-_BLAS_SET_THREADS = ("openblas_set_num_threads64_", "openblas_set_num_threads")
+from threadpoolctl import ThreadpoolController
 
 
 def limit_blas_threads(num_threads: int = 1) -> bool:
-    """Sets the OpenBLAS thread count of this process; False if it is not OpenBLAS.
+    """Limits the BLAS thread pools of this process; False if NumPy loaded no BLAS.
 
     A batch-1 policy call is a matrix-vector product, which OpenBLAS splits
     across threads once a layer has more than ~9k weights (256x256 has 65k).
     Between env steps those threads fall asleep, and waking them costs 100-160
     us per call on 2 cores, against ~35 us for the whole call on one thread.
     Actors and evaluators call this once; it affects every NumPy matmul of the
-    process (TensorFlow uses its own thread pools).
+    process (TensorFlow uses its own thread pools). threadpoolctl finds the
+    BLAS libraries loaded so far (OpenBLAS, MKL or BLIS) and keeps the limit
+    until the process ends.
     """
-    if not sys.platform.startswith("linux"):
+    blas = ThreadpoolController().select(user_api="blas")
+    if not blas.lib_controllers:
         return False
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
-    except OSError:
-        return False
-    for path in paths:
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in _BLAS_SET_THREADS:
-            setter = getattr(library, name, None)
-            if setter is not None:
-                setter(ctypes.c_int(num_threads))
-                return True
-    return False
+    blas.limit(limits=num_threads)
+    return True
 
 
 @dataclasses.dataclass(frozen=True)

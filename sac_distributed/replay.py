@@ -1,14 +1,27 @@
-"""Reverb wiring: tables, rate limiters, connecting, writing and sampling.
+"""The replay: row layout, table signatures, tables, writer and dataset, in one place.
 
-Each transition (s, a, r, discount, s') is one flat float32 row (see
-`specs.RowLayout`), and each replay item holds K = `transitions_per_item`
-consecutive rows in a single column. One column and K rows per item keep the
-server's per-item and per-column overhead small (about 0.4 KB instead of 4 KB
-per HalfCheetah transition at K=8) and make writing and sampling cheap. An item
-is complete the moment it is written, so a killed actor never leaves a
-half-written trajectory behind, and batched actors need no per-env streams:
-their rows simply interleave. The learner samples batch_size / K items and
-reshapes them to batch_size rows.
+Like Acme's builder, this module owns everything about how experience is
+stored, so the actor, the n-step accumulator, the server and the learner call
+it and do no arithmetic on rows of their own:
+
+* the row layout (`RowLayout`): each transition (s, a, r, discount, s') is
+  one flat float32 row; `pack`/`unpack` convert, and the n-step fields
+  (reward, discount, next observation) are read and replaced through it;
+* the table signatures (`transition_signature`, `variable_signature`) that
+  the server builds its tables with and every job checks at start-up
+  (`check_server_tables`), naming both sides of a mismatch;
+* the tables (`make_tables`), the writer (`TransitionWriter`) and the
+  learner's dataset (`make_dataset`, `to_transition`).
+
+Each replay item holds K = `transitions_per_item` consecutive rows in a single
+column. One column and K rows per item keep the server's per-item and
+per-column overhead small (about 0.4 KB instead of 4 KB per HalfCheetah
+transition at K=8) and make writing and sampling cheap. An item is complete
+the moment it is written, so a killed actor never leaves a half-written
+trajectory behind, and batched actors need no per-env streams: their rows
+simply interleave. The learner samples batch_size / K items and reshapes them
+to batch_size rows. K comes from `Hyperparams.transitions_per_item` alone; a
+job whose K differs from the server's table is refused.
 
 Table sizes are counted in items; the hyperparameters count transitions and
 are converted here (capacity / K, min_replay_size / K).
@@ -16,22 +29,30 @@ are converted here (capacity / K, min_replay_size / K).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import reverb
 import tensorflow as tf
+import tree
 from absl import logging
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import specs as specs_lib
-from sac_distributed.config import ConfigError, ServerConfig
+from sac_distributed.agent import EnvSpecs, policy_variable_specs
+from sac_distributed.config import ConfigError, Hyperparams, ServerConfig
 from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
+from sac_distributed.retry import retry
 
 REPLAY_TABLE = "uniform_table"
 VARIABLE_TABLE = "variables"
+
+# What a Reverb call raises when the server is gone: deadlines from our own
+# timeouts, and RuntimeError carrying a gRPC status (UNAVAILABLE, CANCELLED...).
+TRANSIENT_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 # Items a writer may have unconfirmed before throttle() waits for the server.
 MAX_ITEMS_IN_FLIGHT = 16
@@ -40,6 +61,247 @@ MAX_ITEMS_IN_FLIGHT = 16
 # at K=8, against ~0.9 ms with two) and still delivers >1000 batches/s, ten
 # times what the learner consumes; the CPU it takes is what training loses.
 DEFAULT_PARALLEL_DATASETS = 1
+
+
+# --- the row layout -------------------------------------------------------------------
+
+# The fields of one transition, in the order they are packed into a replay row.
+OBSERVATION = "observation"
+ACTION = "action"
+REWARD = "reward"
+DISCOUNT = "discount"
+NEXT_OBSERVATION = "next_observation"
+TRANSITION_FIELDS = (OBSERVATION, ACTION, REWARD, DISCOUNT, NEXT_OBSERVATION)
+# The single column of a replay item: [transitions_per_item, row width] float32.
+TRANSITIONS = "transitions"
+_ROWS_OF = "rows of "
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLayout:
+    """Where each field of a transition sits in its flat float32 replay row.
+
+    A row is [observation (flattened), action (flattened), reward, discount,
+    next_observation (flattened)], all float32; observations of another dtype
+    are cast for storage and cast back by `to_transition`. Everything that
+    reads or writes single fields of a row (the actor, the n-step accumulator,
+    the learner's dataset) goes through this class, so a new row format is a
+    change here and nowhere else.
+    """
+
+    observation_shape: tuple
+    observation_dtype: tf.dtypes.DType
+    action_shape: tuple
+    action_dtype: tf.dtypes.DType
+
+    @functools.cached_property
+    def observation_size(self) -> int:
+        return int(np.prod(self.observation_shape, dtype=np.int64))
+
+    @functools.cached_property
+    def action_size(self) -> int:
+        return int(np.prod(self.action_shape, dtype=np.int64))
+
+    @property
+    def width(self) -> int:
+        """Floats per row."""
+        return 2 * self.observation_size + self.action_size + 2
+
+    @property
+    def split_sizes(self) -> Sequence[int]:
+        """Sizes of (observation, action, reward, discount, next_observation) in a row."""
+        o = self.observation_size
+        return (o, self.action_size, 1, 1, o)
+
+    @functools.cached_property
+    def _reward_index(self) -> int:
+        return self.observation_size + self.action_size
+
+    def describe(self) -> str:
+        """E.g. 'rows of (observation: float32[3], action: float32[1], reward, ...)'."""
+        obs = f"{self.observation_dtype.name}{list(self.observation_shape)}"
+        act = f"{self.action_dtype.name}{list(self.action_shape)}"
+        return (
+            f"{_ROWS_OF}(observation: {obs}, action: {act}, reward: float32[], "
+            f"discount: float32[], next_observation: {obs})"
+        )
+
+    def pack(self, observation, action, reward, discount, next_observation) -> np.ndarray:
+        """Rows [N, width] from N transitions given field by field (leading dim N)."""
+        n = len(reward)
+        return np.concatenate(
+            [
+                np.reshape(observation, (n, -1)),
+                np.reshape(action, (n, -1)),
+                np.reshape(reward, (n, 1)),
+                np.reshape(discount, (n, 1)),
+                np.reshape(next_observation, (n, -1)),
+            ],
+            axis=1,
+            dtype=np.float32,
+        )
+
+    def unpack(self, rows: np.ndarray) -> Dict[str, np.ndarray]:
+        """The inverse of `pack`: fields with their env shapes and dtypes."""
+        rows = np.asarray(rows)
+        n = rows.shape[0]
+        obs, act, reward, discount, next_obs = np.split(
+            rows, np.cumsum(self.split_sizes)[:-1], axis=1
+        )
+        obs_dtype, act_dtype = (
+            self.observation_dtype.as_numpy_dtype,
+            self.action_dtype.as_numpy_dtype,
+        )
+        return {
+            OBSERVATION: obs.reshape((n,) + self.observation_shape).astype(obs_dtype),
+            ACTION: act.reshape((n,) + self.action_shape).astype(act_dtype),
+            REWARD: reward[:, 0],
+            DISCOUNT: discount[:, 0],
+            NEXT_OBSERVATION: next_obs.reshape((n,) + self.observation_shape).astype(obs_dtype),
+        }
+
+    # The n-step fields: what an n-step transition replaces in its first step's row.
+
+    def reward(self, row: np.ndarray) -> float:
+        """The reward of one row."""
+        return float(row[self._reward_index])
+
+    def discount(self, row: np.ndarray) -> float:
+        """The discount of one row."""
+        return float(row[self._reward_index + 1])
+
+    def next_observations(self, rows: np.ndarray) -> np.ndarray:
+        """The flat next observations of rows [..., width], as a view (no copy)."""
+        return rows[..., self._reward_index + 2 :]
+
+    def with_n_step_fields(
+        self, row: np.ndarray, reward: float, discount: float, next_observation: np.ndarray
+    ) -> np.ndarray:
+        """A copy of `row` whose reward, discount and next observation are replaced."""
+        out = np.array(row, dtype=np.float32, copy=True)
+        out[self._reward_index] = reward
+        out[self._reward_index + 1] = discount
+        out[self._reward_index + 2 :] = np.ravel(next_observation)
+        return out
+
+
+def row_layout(specs: EnvSpecs) -> RowLayout:
+    """The replay row layout of `specs`' environment."""
+    return RowLayout(
+        observation_shape=tuple(specs.observation.shape.as_list()),
+        observation_dtype=tf.as_dtype(specs.observation.dtype),
+        action_shape=tuple(specs.action.shape.as_list()),
+        action_dtype=tf.as_dtype(specs.action.dtype),
+    )
+
+
+def pack_row(observation, action, reward, discount, next_observation) -> np.ndarray:
+    """One transition as its flat float32 row (the layout's order needs no specs)."""
+    return np.concatenate(
+        (
+            np.ravel(observation),
+            np.ravel(action),
+            (reward, discount),
+            np.ravel(next_observation),
+        ),
+        dtype=np.float32,
+    )
+
+
+def pack_transition(transition: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One transition dict (keys `TRANSITION_FIELDS`) as its flat float32 row."""
+    return pack_row(*(transition[name] for name in TRANSITION_FIELDS))
+
+
+# --- table signatures -----------------------------------------------------------------
+
+# Fields of the single item in the variable container table.
+POLICY_VARIABLES = "policy_variables"
+TRAIN_STEP = "train_step"
+LEARNER_DONE = "learner_done"
+# The learner's observation statistics; clip is inf when it does not normalize.
+OBSERVATION_MEAN = "observation_mean"
+OBSERVATION_STD = "observation_std"
+OBSERVATION_CLIP = "observation_clip"
+
+
+def transition_signature(
+    specs: EnvSpecs, transitions_per_item: Optional[int] = None
+) -> Dict[str, tf.TensorSpec]:
+    """Signature of one replay item: K consecutive transitions as flat float32 rows.
+
+    With `transitions_per_item=None` the leading dimension is left unknown: a
+    signature that `signatures_match` accepts for a table of any K.
+    """
+    layout = row_layout(specs)
+    shape = (transitions_per_item, layout.width)
+    # The name (kept by the server) records the layout for error messages.
+    return {TRANSITIONS: tf.TensorSpec(shape, tf.float32, layout.describe())}
+
+
+def transitions_per_item_of(signature: object) -> int:
+    """K of a replay table signature; 1 for tables without a transitions column."""
+    if isinstance(signature, dict) and TRANSITIONS in signature:
+        k = signature[TRANSITIONS].shape[0]
+        if k is not None:
+            return int(k)
+    return 1
+
+
+def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, object]:
+    """Signature of the variable container item: policy weights, train_step, done
+    flag and observation statistics (present whether or not the learner
+    normalizes, so actors need not know; only the learner's setting counts).
+
+    The policy weights' shapes follow the actor network's layer sizes, so a
+    job built with other sizes than the server's does not match it.
+    """
+    policy = tuple(
+        tf.TensorSpec(s.shape, s.dtype, f"{POLICY_VARIABLES}_{i}")
+        for i, s in enumerate(policy_variable_specs(specs, hparams))
+    )
+    observation_shape = specs.observation.shape
+    return {
+        POLICY_VARIABLES: policy,
+        TRAIN_STEP: tf.TensorSpec((), tf.int64, TRAIN_STEP),
+        LEARNER_DONE: tf.TensorSpec((), tf.bool, LEARNER_DONE),
+        OBSERVATION_MEAN: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_MEAN),
+        OBSERVATION_STD: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_STD),
+        OBSERVATION_CLIP: tf.TensorSpec((), tf.float32, OBSERVATION_CLIP),
+    }
+
+
+def describe_signature(signature: object) -> str:
+    """A compact, readable form of a signature for error messages."""
+    flat = tree.flatten_with_path(signature)
+    parts = [
+        f"{'/'.join(str(p) for p in path)}: {spec.dtype.name}{list(spec.shape)}"
+        + (f" {spec.name}" if (spec.name or "").startswith(_ROWS_OF) else "")
+        for path, spec in flat
+    ]
+    return "{" + ", ".join(parts) + "}"
+
+
+def signatures_match(expected: object, actual: object) -> bool:
+    """True when both signatures have the same structure, shapes and dtypes.
+
+    A dimension `expected` leaves unknown (None) matches any size.
+    """
+    try:
+        tf.nest.assert_same_structure(expected, actual)
+    except (ValueError, TypeError):
+        return False
+    pairs = zip(tf.nest.flatten(expected), tf.nest.flatten(actual))
+    return all(_shape_matches(a.shape, b.shape) and a.dtype == b.dtype for a, b in pairs)
+
+
+def _shape_matches(expected: tf.TensorShape, actual: tf.TensorShape) -> bool:
+    if expected.rank is None or actual.rank is None or expected.rank != actual.rank:
+        return expected.rank == actual.rank
+    return all(e is None or e == a for e, a in zip(expected.as_list(), actual.as_list()))
+
+
+# --- tables ---------------------------------------------------------------------------
 
 
 def make_rate_limiter(config: ServerConfig) -> reverb.rate_limiters.RateLimiter:
@@ -74,7 +336,7 @@ def latest_value_table(name: str, signature: object) -> reverb.Table:
     )
 
 
-def make_tables(config: ServerConfig, env_specs) -> list:
+def make_tables(config: ServerConfig, env_specs: EnvSpecs) -> list:
     """The replay table and the variable container table, signatures included."""
     replay = reverb.Table(
         name=REPLAY_TABLE,
@@ -82,12 +344,21 @@ def make_tables(config: ServerConfig, env_specs) -> list:
         remover=reverb.selectors.Fifo(),
         max_size=config.hparams.replay_capacity_items,
         rate_limiter=make_rate_limiter(config),
-        signature=specs_lib.transition_signature(env_specs, config.hparams.transitions_per_item),
+        signature=transition_signature(env_specs, config.hparams.transitions_per_item),
     )
-    variables = latest_value_table(
-        VARIABLE_TABLE, specs_lib.variable_signature(env_specs, config.hparams)
-    )
+    variables = latest_value_table(VARIABLE_TABLE, variable_signature(env_specs, config.hparams))
     return [replay, variables]
+
+
+def validate_server_config(config: ServerConfig) -> None:
+    """Builds the rate limiter once so Reverb's own checks run before serving."""
+    try:
+        make_rate_limiter(config)
+    except ValueError as e:
+        raise ConfigError(f"Reverb rejects this rate limiter configuration: {e}") from e
+
+
+# --- connecting and start-up checks ---------------------------------------------------
 
 
 def connect(
@@ -98,34 +369,34 @@ def connect(
 ) -> reverb.Client:
     """Returns a client once the server at `address` answers.
 
-    Waits with exponential backoff (capped at 5 s), logging what it waits for,
-    and raises ServerUnreachableError after `timeout_s` seconds.
+    Waits with `retry.retry`'s backoff (capped at 5 s), logging what it waits
+    for, and raises ServerUnreachableError after `timeout_s` seconds.
     """
     client = reverb.Client(address)
-    deadline = time.monotonic() + timeout_s
-    delay = 0.2
-    attempt = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            client.server_info(timeout=max(1, min(5, int(remaining))))
-            if attempt:
-                logging.info("Reverb server at %s is up (%s).", address, purpose)
-            return client
-        except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
-            last_error = e
-        attempt += 1
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or should_stop():
-            break
+    waited = False
+
+    def attempt(remaining_s: float) -> reverb.Client:
+        client.server_info(timeout=max(1, min(5, int(remaining_s))))
+        return client
+
+    def log_wait(_: BaseException, remaining_s: float) -> None:
+        nonlocal waited
+        waited = True
         logging.info(
             "Waiting for the Reverb server at %s (%s); %.0f s left before giving up.",
             address,
             purpose,
-            remaining,
+            remaining_s,
         )
-        time.sleep(min(delay, max(remaining, 0)))
-        delay = min(delay * 2, 5.0)
+
+    try:
+        retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
+    except TRANSIENT_ERRORS as error:
+        last_error = error
+    else:
+        if waited:
+            logging.info("Reverb server at %s is up (%s).", address, purpose)
+        return client
     raise ServerUnreachableError(
         f"No Reverb server answered at {address} within {timeout_s:.0f} s ({purpose}). "
         f"Start it first (sac-reverb-server --port {address.rpartition(':')[2]}), check the "
@@ -142,14 +413,41 @@ def check_table_signature(client: reverb.Client, table: str, expected: object, w
             "it is not a sac-reverb-server, or a different version."
         )
     actual = infos[table].signature
-    if not specs_lib.signatures_match(expected, actual):
+    if not signatures_match(expected, actual):
         raise SignatureMismatchError(
             f"{what} does not match the server's table {table!r}.\n"
-            f"  this process: {specs_lib.describe_signature(expected)}\n"
-            f"  server:       {specs_lib.describe_signature(actual)}\n"
+            f"  this process: {describe_signature(expected)}\n"
+            f"  server:       {describe_signature(actual)}\n"
             "Start every job with the same --env_name and network sizes "
             "(actor_fc_layer_params) as the server."
         )
+
+
+def check_server_tables(
+    replay_client: reverb.Client,
+    variables_client: reverb.Client,
+    specs: EnvSpecs,
+    hparams: Hyperparams,
+    who: str,
+) -> None:
+    """Refuses a job whose env specs, transitions_per_item or actor network sizes
+    differ from what the server's tables were built for, naming both values.
+
+    Raises SignatureMismatchError; run it before the job writes or reads anything.
+    """
+    check_table_signature(
+        replay_client,
+        REPLAY_TABLE,
+        transition_signature(specs),  # any K: the row layout first
+        f"The {who}'s transition spec",
+    )
+    check_transitions_per_item(replay_client, hparams.transitions_per_item, who)
+    check_table_signature(
+        variables_client,
+        VARIABLE_TABLE,
+        variable_signature(specs, hparams),
+        f"The {who}'s policy variable spec",
+    )
 
 
 def table_info(client: reverb.Client, table: str, timeout_s: int = 5):
@@ -159,7 +457,7 @@ def table_info(client: reverb.Client, table: str, timeout_s: int = 5):
 
 def table_transitions_per_item(client: reverb.Client, timeout_s: int = 5) -> int:
     """K of the server's replay table, read from its signature."""
-    return specs_lib.transitions_per_item_of(table_info(client, REPLAY_TABLE, timeout_s).signature)
+    return transitions_per_item_of(table_info(client, REPLAY_TABLE, timeout_s).signature)
 
 
 def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -> int:
@@ -179,9 +477,31 @@ def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -
     return table_k
 
 
+# --- counts ---------------------------------------------------------------------------
+
+
 def stored_transitions(info) -> int:
     """Transitions held by a table, from its TableInfo (items x K)."""
-    return int(info.current_size) * specs_lib.transitions_per_item_of(info.signature)
+    return int(info.current_size) * transitions_per_item_of(info.signature)
+
+
+class TransitionCounts(NamedTuple):
+    """A replay table's counters in transitions (Reverb counts items of K)."""
+
+    stored: int
+    inserted: int  # ever, by all actors
+    sampled: int  # ever, by all learners
+
+
+def transition_counts(info) -> TransitionCounts:
+    """The counters of a table's TableInfo, in transitions (K from its signature)."""
+    k = transitions_per_item_of(info.signature)
+    stats = info.rate_limiter_info
+    return TransitionCounts(
+        stored=int(info.current_size) * k,
+        inserted=int(stats.insert_stats.completed) * k,
+        sampled=int(stats.sample_stats.completed) * k,
+    )
 
 
 def wait_for_table_size(
@@ -213,6 +533,9 @@ def wait_for_table_size(
             last_log = time.monotonic()
         time.sleep(0.2)
     return False
+
+
+# --- the writer -----------------------------------------------------------------------
 
 
 class TransitionWriter:
@@ -319,7 +642,7 @@ class TransitionWriter:
 
     def write(self, transition: Mapping[str, np.ndarray]) -> None:
         """Writes one transition given as a dict of its fields."""
-        self.write_row(specs_lib.pack_transition(transition))
+        self.write_row(pack_transition(transition))
 
     def throttle(self, timeout_ms: int = 1000) -> bool:
         """Bounds the items in flight; False if the server did not take them in time.
@@ -396,9 +719,12 @@ def _cpp_writer(writer: reverb.TrajectoryWriter):
     return None
 
 
+# --- the dataset ----------------------------------------------------------------------
+
+
 def make_dataset(
     address: str,
-    env_specs,
+    env_specs: EnvSpecs,
     batch_size: int,
     max_in_flight: Optional[int] = None,
     rate_limiter_timeout_ms: int = -1,
@@ -410,13 +736,37 @@ def make_dataset(
     Samples batch_size / K items (K = `transitions_per_item`, read from the
     server's table when None; a given K is checked against the table's) from
     `num_parallel_datasets` interleaved Reverb streams, then reshapes them to
-    batch_size rows. `max_in_flight` is per
-    stream, in items (default: one batch's worth).
+    batch_size rows. `max_in_flight` is per stream, in items (default: one
+    batch's worth).
 
     With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
     limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
     """
+    k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
+    layout = row_layout(env_specs)
+    items_per_batch = batch_size // k
+    dataset = _item_streams(
+        address,
+        transition_signature(env_specs, k),
+        max_in_flight or max(items_per_batch, 1),
+        rate_limiter_timeout_ms,
+        num_parallel_datasets,
+    )
+    # Whole ReplaySamples are batched (no per-item map: a per-item op costs
+    # more CPU than Reverb's sampling itself), then the rows are split once.
+    dataset = dataset.batch(items_per_batch, drop_remainder=True)
+    dataset = dataset.map(
+        lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _dataset_transitions_per_item(
+    address: str, transitions_per_item: Optional[int], batch_size: int
+) -> int:
+    """K of the server's table (checked against a given one), dividing `batch_size`."""
     client = reverb.Client(address)
     if transitions_per_item is None:
         k = table_transitions_per_item(client)
@@ -427,47 +777,46 @@ def make_dataset(
             f"batch_size {batch_size} (per replica) is not a multiple of the table's "
             f"{k} transitions per item."
         )
-    layout = specs_lib.row_layout(env_specs)
-    items_per_batch = batch_size // k
-    in_flight = max_in_flight or max(items_per_batch, 1)
+    return k
+
+
+def _item_streams(
+    address: str,
+    signature: Mapping[str, tf.TensorSpec],
+    in_flight: int,
+    rate_limiter_timeout_ms: int,
+    num_streams: int,
+) -> tf.data.Dataset:
+    """Replay items with `signature` from `num_streams` interleaved Reverb streams."""
 
     def stream(_) -> tf.data.Dataset:
         return reverb.TrajectoryDataset(
             server_address=address,
             table=REPLAY_TABLE,
-            dtypes={specs_lib.TRANSITIONS: tf.float32},
-            shapes={specs_lib.TRANSITIONS: tf.TensorShape([k, layout.width])},
+            dtypes=tree.map_structure(lambda spec: spec.dtype, signature),
+            shapes=tree.map_structure(lambda spec: spec.shape, signature),
             max_in_flight_samples_per_worker=in_flight,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
         )
 
-    if num_parallel_datasets <= 1:
-        dataset = stream(0)
-    else:
-        dataset = tf.data.Dataset.range(num_parallel_datasets).interleave(
-            stream,
-            cycle_length=num_parallel_datasets,
-            num_parallel_calls=num_parallel_datasets,
-            deterministic=False,
-        )
-    # Whole ReplaySamples are batched (no per-item map: a per-item op costs
-    # more CPU than Reverb's sampling itself), then the rows are split once.
-    dataset = dataset.batch(items_per_batch, drop_remainder=True)
-    dataset = dataset.map(
-        lambda samples: items_to_transition(samples.data[specs_lib.TRANSITIONS], layout),
-        num_parallel_calls=tf.data.AUTOTUNE,
+    if num_streams <= 1:
+        return stream(0)
+    return tf.data.Dataset.range(num_streams).interleave(
+        stream,
+        cycle_length=num_streams,
+        num_parallel_calls=num_streams,
+        deterministic=False,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def items_to_transition(items: tf.Tensor, layout: specs_lib.RowLayout) -> trajectory.Transition:
+def items_to_transition(items: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
     """A batch of replay items [N, K, width] as a `Transition` of N * K rows."""
     n, k = items.shape[0], items.shape[1]
     rows = n * k if n is not None and k is not None else -1  # keep the batch dim static
     return to_transition(tf.reshape(items, [rows, layout.width]), layout)
 
 
-def to_transition(rows: tf.Tensor, layout: specs_lib.RowLayout) -> trajectory.Transition:
+def to_transition(rows: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
     """Replay rows [B, width] as the `Transition` that SacAgent.train takes."""
     obs, action, reward, discount, next_obs = tf.split(rows, layout.split_sizes, axis=-1)
     reward = tf.squeeze(reward, -1)
@@ -486,11 +835,3 @@ def to_transition(rows: tf.Tensor, layout: specs_lib.RowLayout) -> trajectory.Tr
     time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), obs)
     next_time_step = ts.TimeStep(mid, reward, discount, next_obs)
     return trajectory.Transition(time_step, policy_step.PolicyStep(action, (), ()), next_time_step)
-
-
-def validate_server_config(config: ServerConfig) -> None:
-    """Builds the rate limiter once so Reverb's own checks run before serving."""
-    try:
-        make_rate_limiter(config)
-    except ValueError as e:
-        raise ConfigError(f"Reverb rejects this rate limiter configuration: {e}") from e

@@ -110,18 +110,6 @@ def write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def append_csv_row(path: str, header: tuple, row: tuple) -> None:
-    """Appends one row (and the header first if the file is new), then fsyncs."""
-    new = not os.path.exists(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a") as f:
-        if new:
-            f.write(",".join(header) + "\n")
-        f.write(",".join(str(v) for v in row) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def port_in_use(port: int) -> bool:
     """Whether something listens on TCP `port` of this host (any address).
 

@@ -17,7 +17,13 @@ from sac_distributed import ownership
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import PortInUseError
-from sac_distributed.replay import REPLAY_TABLE, make_tables, validate_server_config
+from sac_distributed.replay import (
+    REPLAY_TABLE,
+    TransitionCounts,
+    make_tables,
+    transition_counts,
+    validate_server_config,
+)
 from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
 from sac_distributed.runtime import Metrics, port_in_use
 
@@ -96,21 +102,14 @@ class ServerLoop:
         except (reverb.errors.DeadlineExceededError, RuntimeError) as error:  # a busy machine
             logging.warning("Learner lease bookkeeping skipped a beat: %s", error)
 
-    def _counts(self):
-        info = self._client.server_info()[REPLAY_TABLE]
-        stats = info.rate_limiter_info
-        # The table counts items of K transitions; report transitions.
-        k = self._config.hparams.transitions_per_item
-        return (
-            info.current_size * k,
-            stats.insert_stats.completed * k,
-            stats.sample_stats.completed * k,
-        )
+    def _counts(self) -> TransitionCounts:
+        return transition_counts(self._client.server_info()[REPLAY_TABLE])
 
-    def _log_stats(self, prev, elapsed: float, step: int):
-        size, inserts, samples = self._counts()
-        insert_rate = (inserts - prev[1]) / elapsed
-        sample_rate = (samples - prev[2]) / elapsed
+    def _log_stats(self, prev: TransitionCounts, elapsed: float, step: int) -> TransitionCounts:
+        counts = self._counts()
+        size, inserts = counts.stored, counts.inserted
+        insert_rate = (inserts - prev.inserted) / elapsed
+        sample_rate = (counts.sampled - prev.sampled) / elapsed
         logging.info(
             "%s: %d transitions (%d inserted, %.0f inserted/s, %.0f sampled/s)",
             REPLAY_TABLE,
@@ -127,7 +126,7 @@ class ServerLoop:
             },
             step,
         )
-        return size, inserts, samples
+        return counts
 
     def checkpoint(self) -> str:
         """Writes a replay checkpoint; the previous ones stay until it is complete."""

@@ -81,7 +81,7 @@ class Status:
 
 def table_counts(info) -> TableCounts:
     """TableCounts from a reverb TableInfo."""
-    from sac_distributed import specs as specs_lib  # TensorFlow: only once a server answered
+    from sac_distributed import replay  # TensorFlow: only once a server answered
 
     stats = info.rate_limiter_info
     return TableCounts(
@@ -89,7 +89,7 @@ def table_counts(info) -> TableCounts:
         max_size=int(info.max_size),
         inserts=int(stats.insert_stats.completed),
         samples=int(stats.sample_stats.completed),
-        transitions_per_item=specs_lib.transitions_per_item_of(info.signature),
+        transitions_per_item=replay.transitions_per_item_of(info.signature),
         name=str(info.name),
     )
 

@@ -15,9 +15,8 @@ import numpy as np
 import reverb
 import tree
 
-from sac_distributed import specs as specs_lib
+from sac_distributed import replay
 from sac_distributed.policy import ObservationNormalization
-from sac_distributed.replay import VARIABLE_TABLE
 
 # A push that the server has not confirmed by then raises DeadlineExceededError.
 PUSH_TIMEOUT_MS = 10_000
@@ -57,38 +56,38 @@ class VariableContainer:
         if normalization is None:
             normalization = ObservationNormalization.identity((np.shape(policy_weights[0])[0],))
         data = {
-            specs_lib.POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
-            specs_lib.TRAIN_STEP: np.int64(train_step),
-            specs_lib.LEARNER_DONE: np.bool_(learner_done),
-            specs_lib.OBSERVATION_MEAN: np.asarray(normalization.mean, np.float32),
-            specs_lib.OBSERVATION_STD: np.asarray(normalization.std, np.float32),
-            specs_lib.OBSERVATION_CLIP: np.float32(normalization.clip),
+            replay.POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
+            replay.TRAIN_STEP: np.int64(train_step),
+            replay.LEARNER_DONE: np.bool_(learner_done),
+            replay.OBSERVATION_MEAN: np.asarray(normalization.mean, np.float32),
+            replay.OBSERVATION_STD: np.asarray(normalization.std, np.float32),
+            replay.OBSERVATION_CLIP: np.float32(normalization.clip),
         }
         self._writer.append(data)
         item = tree.map_structure(lambda column: column[-1], self._writer.history)
-        self._writer.create_item(VARIABLE_TABLE, 1.0, item)
+        self._writer.create_item(replay.VARIABLE_TABLE, 1.0, item)
         self._writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
-        return int(sum(w.nbytes for w in data[specs_lib.POLICY_VARIABLES]))
+        return int(sum(w.nbytes for w in data[replay.POLICY_VARIABLES]))
 
     def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:
         """The latest snapshot, or None while the learner has pushed nothing."""
-        info = self._client.server_info(timeout=timeout_s)[VARIABLE_TABLE]
+        info = self._client.server_info(timeout=timeout_s)[replay.VARIABLE_TABLE]
         if info.current_size == 0:
             return None
         sample = next(
             self._client.sample(
-                VARIABLE_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
+                replay.VARIABLE_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
             )
         )
         data = sample.data
         return VariableSnapshot(
-            policy_weights=[np.asarray(w) for w in data[specs_lib.POLICY_VARIABLES]],
-            train_step=int(data[specs_lib.TRAIN_STEP]),
-            learner_done=bool(data[specs_lib.LEARNER_DONE]),
+            policy_weights=[np.asarray(w) for w in data[replay.POLICY_VARIABLES]],
+            train_step=int(data[replay.TRAIN_STEP]),
+            learner_done=bool(data[replay.LEARNER_DONE]),
             normalization=ObservationNormalization(
-                mean=np.asarray(data[specs_lib.OBSERVATION_MEAN]),
-                std=np.asarray(data[specs_lib.OBSERVATION_STD]),
-                clip=float(data[specs_lib.OBSERVATION_CLIP]),
+                mean=np.asarray(data[replay.OBSERVATION_MEAN]),
+                std=np.asarray(data[replay.OBSERVATION_STD]),
+                clip=float(data[replay.OBSERVATION_CLIP]),
             ),
         )
 

@@ -63,11 +63,11 @@ def random_transitions(
     high = np.broadcast_to(act.maximum, act.shape).astype(np.float32)
     return [
         {
-            specs_lib.OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
-            specs_lib.ACTION: rng.uniform(low, high).astype(np.float32),
-            specs_lib.REWARD: np.float32(i if reward is None else reward),
-            specs_lib.DISCOUNT: np.float32(rng.choice([0.0, 1.0], p=[0.1, 0.9])),
-            specs_lib.NEXT_OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
+            replay.OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
+            replay.ACTION: rng.uniform(low, high).astype(np.float32),
+            replay.REWARD: np.float32(i if reward is None else reward),
+            replay.DISCOUNT: np.float32(rng.choice([0.0, 1.0], p=[0.1, 0.9])),
+            replay.NEXT_OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
         }
         for i in range(n)
     ]

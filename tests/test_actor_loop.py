@@ -73,22 +73,20 @@ def test_actor_writes_k_row_items_and_drops_non_finite_steps(
     assert stats.transitions_dropped < K
     assert stats.transitions_unconfirmed == 0  # the server confirmed every sent item
     assert info.current_size * K == stats.transitions_written
-    layout = specs_lib.row_layout(env_specs)
+    layout = replay.row_layout(env_specs)
     for sample in samples:
         rows = np.asarray(sample.data[0])
         assert rows.shape == (K, layout.width)
         assert np.all(np.isfinite(rows))
         fields = layout.unpack(rows)
-        assert np.all(np.abs(fields[specs_lib.ACTION]) <= 2.0)
-        assert np.all(fields[specs_lib.DISCOUNT] == 1.0)  # Pendulum never terminates
+        assert np.all(np.abs(fields[replay.ACTION]) <= 2.0)
+        assert np.all(fields[replay.DISCOUNT] == 1.0)  # Pendulum never terminates
     if num_envs == 1:
         # One env: consecutive rows chain (s' of a row is s of the next), except
         # across the few resets (NaN steps, episode ends) that fall inside an item.
         pairs = chained = 0
         for sample in samples:
             fields = layout.unpack(np.asarray(sample.data[0]))
-            same = np.all(
-                fields[specs_lib.NEXT_OBSERVATION][:-1] == fields[specs_lib.OBSERVATION][1:], 1
-            )
+            same = np.all(fields[replay.NEXT_OBSERVATION][:-1] == fields[replay.OBSERVATION][1:], 1)
             pairs, chained = pairs + len(same), chained + int(same.sum())
         assert chained >= 0.9 * pairs, (chained, pairs)

@@ -17,6 +17,8 @@ BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
 sys.path.insert(0, BENCH)
 
 import learning_report  # noqa: E402
+from bench.sac_launch import parse_named_flags  # noqa: E402
+from bench.timing import median_time  # noqa: E402
 from learning_report import Point  # noqa: E402
 from peer_common import RESULTS_HEADER  # noqa: E402
 
@@ -54,6 +56,15 @@ def _points(*pairs, start_wall: float = 100.0):
 
 def test_peers_write_the_evaluators_results_format():
     assert RESULTS_HEADER == EVALUATOR_HEADER
+
+
+def test_named_flag_sets_and_the_median_time_to_a_target():
+    sets = parse_named_flags("base=; n3=--n_step=3 --seed=1;", "--sets")
+    assert sets == {"base": (), "n3": ("--n_step=3", "--seed=1")}
+    with pytest.raises(SystemExit, match="--sets: 'a b=--x' is not name=flags"):
+        parse_named_flags("a b=--x", "--sets")
+    assert median_time([3.0, None, 1.0]) == 3.0  # a miss counts as the slowest
+    assert median_time([None, None, 1.0]) is None  # most runs missed
 
 
 def test_return_at_interpolates_and_tolerates_a_short_last_eval():

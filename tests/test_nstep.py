@@ -13,8 +13,8 @@ from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
 from sac_distributed.connection import Connection
 from sac_distributed.nstep import NStepAccumulator
+from sac_distributed.replay import RowLayout, row_layout
 from sac_distributed.runtime import Metrics
-from sac_distributed.specs import RowLayout, row_layout
 
 GAMMA = 0.9
 

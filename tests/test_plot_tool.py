@@ -11,7 +11,7 @@ import pytest
 from sac_distributed import launch, plotting
 from sac_distributed.errors import ConfigError
 from sac_distributed.paths import RESULTS_HEADER
-from sac_distributed.runtime import append_csv_row
+from sac_distributed.results import EvalPoint, append_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -20,8 +20,7 @@ def _write_results(root: str, n: int = 9) -> str:
     """An evaluator-style results.csv (written with the evaluator's own helper)."""
     path = plotting.results_path(root)
     for i in range(n):
-        row = (i * 1000, i * 1200, f"{-1500.0 + 160 * i:.3f}", "200.0", f"{1.7e9 + 10 * i:.1f}")
-        append_csv_row(path, RESULTS_HEADER, row)
+        append_result(path, EvalPoint(i * 1000, i * 1200, -1500.0 + 160 * i, 200.0, 1.7e9 + 10 * i))
     return path
 
 
@@ -84,6 +83,24 @@ def test_bad_results_files_are_clear_errors(tmp_path):
         plotting.read_results(str(broken))
     with pytest.raises(ConfigError, match="No evaluation results"):
         plotting.plot_learning_curve([], str(tmp_path / "empty.png"))
+
+
+def test_results_file_format_is_the_evaluators(tmp_path):
+    """One writer for the evaluator and the peers: the bytes every reader expects."""
+    path = str(tmp_path / "eval" / "results.csv")
+    append_result(path, EvalPoint(0, 1100, 23.1, 23.1, 1795431115.54))
+    append_result(path, EvalPoint(1300, 2474, 200.1, 200.1, 1795431121.2))
+    with open(path, "rb") as f:
+        assert f.read() == (
+            b"train_step,env_steps,average_return,average_episode_length,wall_time\n"
+            b"0,1100,23.100,23.1,1795431115.5\n"
+            b"1300,2474,200.100,200.1,1795431121.2\n"
+        )
+    assert plotting.read_results(path)[1] == EvalPoint(1300, 2474, 200.1, 200.1, 1795431121.2)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,c\n")
+    with pytest.raises(ConfigError, match="does not start with the header"):
+        append_result(str(other), EvalPoint(0, 0, 0.0, 0.0, 0.0))
 
 
 @pytest.mark.slow

@@ -203,18 +203,17 @@ def test_learner_and_actor_killed_and_restarted_resume(run):
 
 
 def _fill(address: str, count: int) -> None:
-    from sac_distributed import specs as specs_lib
 
     writer = replay.TransitionWriter(reverb.Client(address))
     for _ in range(count):
         obs = np.random.uniform(-1, 1, 3).astype(np.float32)
         writer.write(
             {
-                specs_lib.OBSERVATION: obs,
-                specs_lib.ACTION: np.random.uniform(-2, 2, 1).astype(np.float32),
-                specs_lib.REWARD: np.float32(-1.0),
-                specs_lib.DISCOUNT: np.float32(1.0),
-                specs_lib.NEXT_OBSERVATION: obs,
+                replay.OBSERVATION: obs,
+                replay.ACTION: np.random.uniform(-2, 2, 1).astype(np.float32),
+                replay.REWARD: np.float32(-1.0),
+                replay.DISCOUNT: np.float32(1.0),
+                replay.NEXT_OBSERVATION: obs,
             }
         )
     writer.close()

@@ -19,7 +19,6 @@ import tensorflow as tf
 from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
 
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
 from sac_distributed.paths import REPLAY_CHECKPOINT_DIR
 from sac_distributed.paths import REPLAY_SIZES_FILE as SIZES_FILE
 from sac_distributed.paths import REPLAY_UNREADABLE_DIR as UNREADABLE_DIR
@@ -75,11 +74,11 @@ class Server:
         for _ in range(count):
             writer.write(
                 {
-                    specs_lib.OBSERVATION: obs,
-                    specs_lib.ACTION: np.zeros(1, np.float32),
-                    specs_lib.REWARD: np.float32(-1.0),
-                    specs_lib.DISCOUNT: np.float32(1.0),
-                    specs_lib.NEXT_OBSERVATION: obs,
+                    replay.OBSERVATION: obs,
+                    replay.ACTION: np.zeros(1, np.float32),
+                    replay.REWARD: np.float32(-1.0),
+                    replay.DISCOUNT: np.float32(1.0),
+                    replay.NEXT_OBSERVATION: obs,
                 }
             )
             assert writer.throttle(timeout_ms=60_000)

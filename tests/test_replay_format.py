@@ -11,7 +11,6 @@ from conftest import ENV_NAME, learner_config, random_transitions, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, paths, replay
-from sac_distributed import specs as specs_lib
 from sac_distributed.errors import ConfigError, SignatureMismatchError
 
 K = 4
@@ -76,7 +75,7 @@ def test_replay_table_sizes_are_items(k_server):
     info = replay.table_info(k_server.localhost_client(), replay.REPLAY_TABLE)
     assert info.max_size == 2000 // K
     assert info.rate_limiter_info.min_size_to_sample == 64 // K
-    assert specs_lib.transitions_per_item_of(info.signature) == K
+    assert replay.transitions_per_item_of(info.signature) == K
 
 
 def test_error_buffer_is_converted_to_items_above_reverbs_floor(root_dir):
@@ -147,12 +146,12 @@ def test_writer_rows_land_in_write_order(new_server, env_specs):
         small_hparams(transitions_per_item=K, batch_size=K, initial_collect_steps=0)
     )
     client = server.localhost_client()
-    layout = specs_lib.row_layout(env_specs)
+    layout = replay.row_layout(env_specs)
     fields = {
         name: np.stack([t[name] for t in random_transitions(env_specs, 12)])
-        for name in specs_lib.TRANSITION_FIELDS
+        for name in replay.TRANSITION_FIELDS
     }
-    rows = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    rows = layout.pack(*(fields[name] for name in replay.TRANSITION_FIELDS))
     mask = np.ones(12, bool)
     mask[[2, 7, 9, 10]] = False  # e.g. non-finite steps, dropped by the actor
     writer = replay.TransitionWriter(client, transitions_per_item=K)
@@ -243,7 +242,7 @@ def test_make_dataset_rejects_a_batch_that_is_not_whole_items(k_server, env_spec
 
 
 def test_non_float32_observations_are_stored_as_float32_and_cast_back():
-    layout = specs_lib.RowLayout(
+    layout = replay.RowLayout(
         observation_shape=(2, 3),
         observation_dtype=tf.uint8,
         action_shape=(2,),
@@ -253,13 +252,13 @@ def test_non_float32_observations_are_stored_as_float32_and_cast_back():
     rng = np.random.default_rng(0)
     n = 6
     fields = {
-        specs_lib.OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
-        specs_lib.ACTION: rng.uniform(-1, 1, (n, 2)).astype(np.float32),
-        specs_lib.REWARD: rng.normal(size=n).astype(np.float32),
-        specs_lib.DISCOUNT: np.ones(n, np.float32),
-        specs_lib.NEXT_OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
+        replay.OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
+        replay.ACTION: rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        replay.REWARD: rng.normal(size=n).astype(np.float32),
+        replay.DISCOUNT: np.ones(n, np.float32),
+        replay.NEXT_OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
     }
-    rows = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    rows = layout.pack(*(fields[name] for name in replay.TRANSITION_FIELDS))
     assert rows.dtype == np.float32 and rows.shape == (n, layout.width)
     for name, value in layout.unpack(rows).items():
         assert value.dtype == fields[name].dtype, name
@@ -269,20 +268,20 @@ def test_non_float32_observations_are_stored_as_float32_and_cast_back():
     time_step, action_step, next_time_step = replay.items_to_transition(items, layout)
     assert time_step.observation.dtype == tf.uint8
     assert time_step.observation.shape == (n, 2, 3)
-    np.testing.assert_array_equal(time_step.observation.numpy(), fields[specs_lib.OBSERVATION])
+    np.testing.assert_array_equal(time_step.observation.numpy(), fields[replay.OBSERVATION])
     np.testing.assert_array_equal(
-        next_time_step.observation.numpy(), fields[specs_lib.NEXT_OBSERVATION]
+        next_time_step.observation.numpy(), fields[replay.NEXT_OBSERVATION]
     )
-    np.testing.assert_array_equal(action_step.action.numpy(), fields[specs_lib.ACTION])
-    np.testing.assert_array_equal(next_time_step.reward.numpy(), fields[specs_lib.REWARD])
+    np.testing.assert_array_equal(action_step.action.numpy(), fields[replay.ACTION])
+    np.testing.assert_array_equal(next_time_step.reward.numpy(), fields[replay.REWARD])
 
 
 def test_pack_transition_matches_the_layout(env_specs):
-    layout = specs_lib.row_layout(env_specs)
+    layout = replay.row_layout(env_specs)
     transitions = random_transitions(env_specs, 3)
-    rows = np.stack([specs_lib.pack_transition(t) for t in transitions])
+    rows = np.stack([replay.pack_transition(t) for t in transitions])
     assert rows.shape == (3, layout.width) and rows.dtype == np.float32
     unpacked = layout.unpack(rows)
     for i, transition in enumerate(transitions):
-        for name in specs_lib.TRANSITION_FIELDS:
+        for name in replay.TRANSITION_FIELDS:
             np.testing.assert_array_equal(unpacked[name][i], transition[name])

@@ -15,36 +15,36 @@ def test_server_tables_have_the_signatures_built_from_env_specs(client, env_spec
     infos = client.server_info()
     assert set(infos) == {replay.REPLAY_TABLE, replay.VARIABLE_TABLE}
 
-    transition = specs_lib.transition_signature(env_specs)
-    variables = specs_lib.variable_signature(env_specs, hparams)
-    assert specs_lib.signatures_match(transition, infos[replay.REPLAY_TABLE].signature)
-    assert specs_lib.signatures_match(variables, infos[replay.VARIABLE_TABLE].signature)
+    transition = replay.transition_signature(env_specs)
+    variables = replay.variable_signature(env_specs, hparams)
+    assert replay.signatures_match(transition, infos[replay.REPLAY_TABLE].signature)
+    assert replay.signatures_match(variables, infos[replay.VARIABLE_TABLE].signature)
     # The checks the actor, learner and evaluator run before using the tables.
     replay.check_table_signature(client, replay.REPLAY_TABLE, transition, "transition spec")
     replay.check_table_signature(client, replay.VARIABLE_TABLE, variables, "variable spec")
 
     # One column of K flat float32 rows (s[3], a[1], r, discount, s'[3]); K=1 here,
     # and the server's table has it while the K-agnostic signature leaves it open.
-    assert list(transition) == [specs_lib.TRANSITIONS]
-    assert transition[specs_lib.TRANSITIONS].shape.as_list() == [None, 3 + 1 + 2 + 3]
-    assert transition[specs_lib.TRANSITIONS].dtype == tf.float32
-    table = infos[replay.REPLAY_TABLE].signature[specs_lib.TRANSITIONS]
+    assert list(transition) == [replay.TRANSITIONS]
+    assert transition[replay.TRANSITIONS].shape.as_list() == [None, 3 + 1 + 2 + 3]
+    assert transition[replay.TRANSITIONS].dtype == tf.float32
+    table = infos[replay.REPLAY_TABLE].signature[replay.TRANSITIONS]
     assert table.shape.as_list() == [hparams.transitions_per_item, 9]
-    assert specs_lib.signatures_match(
-        specs_lib.transition_signature(env_specs, hparams.transitions_per_item),
+    assert replay.signatures_match(
+        replay.transition_signature(env_specs, hparams.transitions_per_item),
         infos[replay.REPLAY_TABLE].signature,
     )
     # The variable signature is the actor network's: (kernel, bias) per layer, 16-16-(2*1).
-    shapes = [tuple(s.shape) for s in variables[specs_lib.POLICY_VARIABLES]]
+    shapes = [tuple(s.shape) for s in variables[replay.POLICY_VARIABLES]]
     assert shapes == [(3, 16), (16,), (16, 16), (16,), (16, 2), (2,)]
-    assert variables[specs_lib.TRAIN_STEP].dtype == tf.int64
-    assert variables[specs_lib.LEARNER_DONE].dtype == tf.bool
+    assert variables[replay.TRAIN_STEP].dtype == tf.int64
+    assert variables[replay.LEARNER_DONE].dtype == tf.bool
 
 
 def test_check_table_signature_names_a_missing_table(client, env_specs):
     with pytest.raises(replay.SignatureMismatchError, match="no table 'replay'") as raised:
         replay.check_table_signature(
-            client, "replay", specs_lib.transition_signature(env_specs), "transition spec"
+            client, "replay", replay.transition_signature(env_specs), "transition spec"
         )
     assert replay.REPLAY_TABLE in str(raised.value)
 
@@ -87,16 +87,16 @@ def _check_round_trip(server, write_replay, env_specs, k):
         rewards = next_time_step.reward.numpy()
         for row, reward in enumerate(rewards):
             source = written[int(reward)]
-            assert reward == source[specs_lib.REWARD]
+            assert reward == source[replay.REWARD]
             np.testing.assert_array_equal(
-                time_step.observation[row].numpy(), source[specs_lib.OBSERVATION]
+                time_step.observation[row].numpy(), source[replay.OBSERVATION]
             )
-            np.testing.assert_array_equal(action_step.action[row].numpy(), source[specs_lib.ACTION])
+            np.testing.assert_array_equal(action_step.action[row].numpy(), source[replay.ACTION])
             np.testing.assert_array_equal(
-                next_time_step.discount[row].numpy(), source[specs_lib.DISCOUNT]
+                next_time_step.discount[row].numpy(), source[replay.DISCOUNT]
             )
             np.testing.assert_array_equal(
-                next_time_step.observation[row].numpy(), source[specs_lib.NEXT_OBSERVATION]
+                next_time_step.observation[row].numpy(), source[replay.NEXT_OBSERVATION]
             )
         # An item is K consecutive written transitions, starting at a multiple of K.
         for item in rewards.reshape(-1, k).astype(int):
@@ -105,50 +105,48 @@ def _check_round_trip(server, write_replay, env_specs, k):
 
 
 def test_signatures_match_compares_structure_shapes_and_dtypes(env_specs, hparams):
-    transition = specs_lib.transition_signature(env_specs, 8)
-    assert specs_lib.signatures_match(transition, specs_lib.transition_signature(env_specs, 8))
+    transition = replay.transition_signature(env_specs, 8)
+    assert replay.signatures_match(transition, replay.transition_signature(env_specs, 8))
     # The K-agnostic signature (jobs check with it) matches a table of any K, not vice versa.
-    open_k = specs_lib.transition_signature(env_specs)
-    assert specs_lib.signatures_match(open_k, transition)
-    assert not specs_lib.signatures_match(transition, open_k)
-    assert not specs_lib.signatures_match(transition, specs_lib.transition_signature(env_specs, 4))
+    open_k = replay.transition_signature(env_specs)
+    assert replay.signatures_match(open_k, transition)
+    assert not replay.signatures_match(transition, open_k)
+    assert not replay.signatures_match(transition, replay.transition_signature(env_specs, 4))
 
     # Names do not matter, only structure, shapes and dtypes.
     renamed = {k: tf.TensorSpec(s.shape, s.dtype, name=f"other_{k}") for k, s in transition.items()}
-    assert specs_lib.signatures_match(transition, renamed)
+    assert replay.signatures_match(transition, renamed)
 
-    column = specs_lib.TRANSITIONS
+    column = replay.TRANSITIONS
     wider = {column: tf.TensorSpec((8, 10), tf.float32)}
-    assert not specs_lib.signatures_match(transition, wider)
-    assert not specs_lib.signatures_match(open_k, wider)
+    assert not replay.signatures_match(transition, wider)
+    assert not replay.signatures_match(open_k, wider)
     as_float64 = {column: tf.TensorSpec((8, 9), tf.float64)}
-    assert not specs_lib.signatures_match(transition, as_float64)
+    assert not replay.signatures_match(transition, as_float64)
     flat = {column: tf.TensorSpec((9,), tf.float32)}
-    assert not specs_lib.signatures_match(open_k, flat)
-    assert not specs_lib.signatures_match(transition, {})
-    assert not specs_lib.signatures_match({}, transition)
+    assert not replay.signatures_match(open_k, flat)
+    assert not replay.signatures_match(transition, {})
+    assert not replay.signatures_match({}, transition)
 
     # Different network sizes give different variable signatures.
-    variables = specs_lib.variable_signature(env_specs, hparams)
-    assert specs_lib.signatures_match(variables, specs_lib.variable_signature(env_specs, hparams))
+    variables = replay.variable_signature(env_specs, hparams)
+    assert replay.signatures_match(variables, replay.variable_signature(env_specs, hparams))
     for layers in [(32, 32), (16,), (16, 16, 16)]:
-        other = specs_lib.variable_signature(env_specs, small_hparams(actor_fc_layer_params=layers))
-        assert not specs_lib.signatures_match(variables, other), layers
+        other = replay.variable_signature(env_specs, small_hparams(actor_fc_layer_params=layers))
+        assert not replay.signatures_match(variables, other), layers
     # The critic is not part of what actors need.
-    critic = specs_lib.variable_signature(
-        env_specs, small_hparams(critic_joint_fc_layer_params=(64,))
-    )
-    assert specs_lib.signatures_match(variables, critic)
+    critic = replay.variable_signature(env_specs, small_hparams(critic_joint_fc_layer_params=(64,)))
+    assert replay.signatures_match(variables, critic)
 
 
 def test_describe_signature_lists_every_field_with_dtype_and_shape(env_specs, hparams):
-    text = specs_lib.describe_signature(specs_lib.transition_signature(env_specs, 8))
+    text = replay.describe_signature(replay.transition_signature(env_specs, 8))
     assert text == (
         "{transitions: float32[8, 9] rows of (observation: float32[3], action: float32[1], "
         "reward: float32[], discount: float32[], next_observation: float32[3])}"
     ), text
 
-    text = specs_lib.describe_signature(specs_lib.variable_signature(env_specs, hparams))
+    text = replay.describe_signature(replay.variable_signature(env_specs, hparams))
     assert "float32[3, 16]" in text and "float32[16, 2]" in text, text
     assert "train_step: int64[]" in text and "learner_done: bool[]" in text, text
 

@@ -18,7 +18,6 @@ from tf_agents.trajectories import trajectory
 
 from sac_distributed import agent as agent_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
 
 BATCH = 32
 SEED = 1234
@@ -57,7 +56,7 @@ def experience(env_specs):
         discount=tf.constant(discount),
     )
     # What an actor writes for step 0 -> 1 of each trajectory: one row each.
-    rows = specs_lib.row_layout(env_specs).pack(
+    rows = replay.row_layout(env_specs).pack(
         observation[:, 0], action[:, 0], reward[:, 0], discount[:, 0], observation[:, 1]
     )
     return stock, rows
@@ -66,7 +65,7 @@ def experience(env_specs):
 def _ours(env_specs, rows, k):
     """What the learner gets from the table: batches of items of K rows, as Transitions."""
     items = tf.constant(rows.reshape(BATCH // k, k, -1))
-    return replay.items_to_transition(items, specs_lib.row_layout(env_specs))
+    return replay.items_to_transition(items, replay.row_layout(env_specs))
 
 
 def _stock_transition(stock):
@@ -135,10 +134,10 @@ def test_critic_loss_sees_a_misaligned_reward(agent, experience, env_specs):
     """Control: the comparison above is sensitive to the reward the row carries."""
     stock, rows = experience
     expected = _losses(agent, _stock_transition(stock))
-    layout = specs_lib.row_layout(env_specs)
+    layout = replay.row_layout(env_specs)
     fields = layout.unpack(rows)
-    fields[specs_lib.REWARD] = np.roll(fields[specs_lib.REWARD], 1)
-    shifted = layout.pack(*(fields[name] for name in specs_lib.TRANSITION_FIELDS))
+    fields[replay.REWARD] = np.roll(fields[replay.REWARD], 1)
+    shifted = layout.pack(*(fields[name] for name in replay.TRANSITION_FIELDS))
     wrong = _losses(agent, _ours(env_specs, shifted, 4))
     assert not np.isclose(wrong["critic"], expected["critic"], rtol=1e-4)
     # The actor and alpha losses do not read rewards.

@@ -9,8 +9,7 @@ from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
 from sac_distributed import replay, sac_learner
-from sac_distributed import specs as specs_lib
-from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.variables import VariableContainer
 
 
@@ -63,7 +62,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
     assert snapshot is not None
     assert snapshot.train_step == loop.step == 0
     assert snapshot.learner_done is False
-    signature = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    signature = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
     assert len(snapshot.policy_weights) == len(expected) == len(signature)
     for pulled, mine, spec in zip(snapshot.policy_weights, expected, signature):
         assert pulled.dtype == mine.dtype == spec.dtype.as_numpy_dtype
@@ -80,7 +79,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
 
 
 def test_push_replaces_the_single_item(client, env_specs, hparams):
-    shapes = specs_lib.variable_signature(env_specs, hparams)[specs_lib.POLICY_VARIABLES]
+    shapes = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
     container = VariableContainer(client)
     try:
         for step in (5, 7):
@@ -156,3 +155,12 @@ def test_numpy_policy_rejects_weights_of_another_shape(env_specs):
     ]
     with pytest.raises(ValueError, match="action_dim"):
         policy.set_weights(two_dim_action)
+
+
+def test_limit_blas_threads_makes_numpy_blas_single_threaded():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(limits=None):  # restores this process's pools afterwards
+        assert limit_blas_threads(1) is True
+        blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+        assert blas and all(pool["num_threads"] == 1 for pool in blas)

@@ -1,0 +1,123 @@
+"""sac-render: a run's jobs as Kubernetes manifests or Docker Compose commands.
+
+    sac-render --engine=kubernetes --output_dir=launch/kubernetes   # the committed default
+    sac-render --engine=kubernetes --env_name=HalfCheetahBulletEnv-v0 --num_actors=8 \
+        --image=registry.example.com/sac-distributed:0.1.0 --output_dir=cheetah/
+    sac-render --engine=kubernetes --learner_gpus=0 | kubectl apply -f -
+    sac-render --engine=compose          # the `command:` of each launch/docker-compose.yml service
+
+The run flags are sac-launch's (hyperparameters, --env_name, --num_actors,
+--num_envs, --strategy, --connect_timeout, ...) and go through the same job
+definitions (`sac_distributed.manifests`). --root_dir is the path inside the
+containers, on the volume mounted at /data.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed import manifests
+from sac_distributed.bin import _common
+
+flags.DEFINE_enum("engine", None, list(manifests.ENGINES), "What to render.")
+flags.DEFINE_string(
+    "output_dir", None, "Kubernetes: write one file per component and kustomization.yaml here."
+)
+flags.DEFINE_integer("num_actors", 2, "Actor replicas.")
+flags.DEFINE_integer("num_envs", None, "Environments per actor.")
+flags.DEFINE_integer(
+    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
+)
+flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
+flags.DEFINE_string("image", manifests.KubernetesConfig.image, "Container image of every job.")
+flags.DEFINE_integer("learner_gpus", 1, "GPUs the learner requests (0: none, train on CPU).")
+flags.DEFINE_string("storage_class", None, "StorageClass of the volume claims (unset: default).")
+flags.DEFINE_string("data_volume_size", "20Gi", "Size of the shared root_dir volume.")
+flags.DEFINE_enum(
+    "data_access_mode",
+    "ReadWriteMany",
+    list(manifests.DATA_ACCESS_MODES),
+    "Access mode of the shared root_dir volume: ReadWriteMany for pods on several nodes, "
+    "ReadWriteOnce for a one-node cluster (kind, minikube).",
+)
+flags.DEFINE_string("replay_volume_size", "20Gi", "Size of the server's replay volume.")
+flags.mark_flag_as_required("engine")
+FLAGS = flags.FLAGS
+# Pods wait for an image pull and a scheduler, not for a process on the same machine.
+FLAGS.set_default("connect_timeout", 600.0)
+FLAGS.set_default("root_dir", manifests.DATA_DIR)
+
+HEADER = (
+    "# Rendered by `sac-render {args}` from sac_distributed/job_definitions.py.\n"
+    "# Do not edit: render again (tests/test_kubernetes.py compares the committed files).\n"
+)
+
+
+def _launch_config() -> config_lib.LaunchConfig:
+    return config_lib.LaunchConfig(
+        root_dir=FLAGS.root_dir,
+        env_name=FLAGS.env_name,
+        hparams=_common.hyperparams(),
+        num_actors=FLAGS.num_actors,
+        port=manifests.REVERB_PORT,
+        connect_timeout_s=FLAGS.connect_timeout,
+        seed=FLAGS.seed,
+        num_envs=FLAGS.num_envs,
+        variable_update_interval=FLAGS.variable_update_interval,
+        strategy=FLAGS.strategy,
+    )
+
+
+def _cluster_config() -> manifests.KubernetesConfig:
+    return manifests.KubernetesConfig(
+        image=FLAGS.image,
+        learner_gpus=FLAGS.learner_gpus,
+        data_volume_size=FLAGS.data_volume_size,
+        replay_volume_size=FLAGS.replay_volume_size,
+        storage_class=FLAGS.storage_class,
+        data_access_mode=FLAGS.data_access_mode,
+    )
+
+
+def _render_args(argv) -> str:
+    """The command line, without the output directory (the same files wherever written)."""
+    args, skip = [], False
+    for arg in argv[1:]:
+        if not skip and not arg.startswith("--output_dir"):
+            args.append(arg)
+        skip = arg == "--output_dir"  # its value is the next argument
+    return " ".join(args)
+
+
+def main() -> int:
+    launch = _launch_config()
+    if FLAGS.engine == "compose":
+        sys.stdout.write(manifests.to_yaml([{"services": _compose_services(launch)}]))
+        return 0
+    files = manifests.kubernetes_manifests(launch, _cluster_config())
+    header = HEADER.format(args=_render_args(sys.argv))
+    if not FLAGS.output_dir:
+        sys.stdout.write(header + "".join(manifests.to_yaml(d) for d in files.values()))
+        return 0
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    files = dict(files, **{"kustomization.yaml": [manifests.kustomization(list(files))]})
+    for name, documents in files.items():
+        with open(os.path.join(FLAGS.output_dir, name), "w") as f:
+            f.write(header + manifests.to_yaml(documents))
+    print(f"sac-render: wrote {len(files)} files to {FLAGS.output_dir}", flush=True)
+    return 0
+
+
+def _compose_services(launch: config_lib.LaunchConfig) -> dict:
+    commands = manifests.compose_commands(launch)
+    return {service: {"command": argv} for service, argv in commands.items()}
+
+
+def run() -> None:
+    _common.run(main)
+
+
+if __name__ == "__main__":
+    run()

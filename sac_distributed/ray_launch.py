@@ -1,0 +1,420 @@
+"""Ray engine: the jobs of `job_definitions` as Ray actors on a Ray cluster.
+
+`sac-launch --engine=ray` builds the same `JobSpec`s as the local launcher
+(same binaries, same flags) and gives each to one `JobProcess`, a Ray actor
+that runs the spec's command line as its child process and waits on it. Ray
+then does the placing and the supervising:
+
+  * placement: the server is pinned to the head node (NodeAffinity), which
+    also picks its port there; its address is handed to every other job. The
+    learner goes to the head node too (or, with --learner_gpus, to the first
+    node that has them) and stays there, so that a restart finds its
+    checkpoints; the evaluator runs beside it (its results are read there).
+    Actors are spread over the nodes (SPREAD), --actor_cpus each.
+  * restarts: a job whose process dies (a crash, a kill, its Ray worker or its
+    node lost) is restarted by Ray up to --max_restarts times, and the pending
+    `run()` call is retried on the new instance. A restarted learner resumes
+    from its last checkpoint, a restarted server (same node, same port) from
+    its last replay checkpoint. A job that exits 2 (a user error: a bad
+    setting, a run owned by another learner) is not restarted; the run stops.
+  * the end: when the learner exits 0, actors and evaluator exit on their own
+    (they see its done flag), then the server is stopped gracefully (it
+    writes its replay checkpoint). Ctrl-C or SIGTERM stops every job the same
+    way. If the launcher itself is killed (SIGKILL, a second Ctrl-C), Ray ends
+    the actors it owns and kills their job processes (Ray's worker-exit child
+    cleanup; PR_SET_PDEATHSIG sends SIGTERM where that cleanup is off), so
+    nothing keeps running, without the final checkpoints of a graceful stop.
+
+Only this module imports Ray; nothing in the core does.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+
+# One line per job and event: Ray's log de-duplication would merge the actors' lines.
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple  # noqa: E402
+
+import portpicker  # noqa: E402
+import ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+
+from sac_distributed import job_definitions, paths  # noqa: E402
+from sac_distributed.config import LaunchConfig  # noqa: E402
+from sac_distributed.errors import ConfigError  # noqa: E402
+from sac_distributed.job_definitions import EVALUATOR, LEARNER, SERVER, JobSpec  # noqa: E402
+from sac_distributed.launch import INTERESTING_OUTPUT, LaunchResult  # noqa: E402
+
+HEAD_NODE_RESOURCE = "node:__internal_head__"  # every Ray head node has this resource
+USER_ERROR_EXIT_CODE = 2  # bin/_common.run's exit code for a bad setting
+GRACE_S = 60.0  # for jobs to exit after the learner's end or a stop request
+_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1
+_TAIL_LINES = 20
+_OURS = "== sac-launch:"  # starts the lines the engine writes into a job's log
+
+
+class JobProcess:
+    """One job of the run: its binary as a child process of this Ray actor.
+
+    Ray restarts the actor when its process dies; the child process is tied to
+    it (Ray kills a dead worker's children; PR_SET_PDEATHSIG sends SIGTERM if
+    that cleanup is off), and the actor exits when the child dies, so either
+    death restarts the pair. A restarted instance first waits for a previous
+    child of the same job on this node to exit, which would otherwise hold the
+    server's port or the learner's lock. The child writes its output to
+    logs/<job>.log itself; the actor follows that file and prints our own and
+    error lines, which Ray forwards to the launcher as "(<job> pid=...) ...".
+    """
+
+    def __init__(self, spec: JobSpec, log_dir: str, run_id: str, verbose: bool):
+        self._spec = spec
+        self._log_path = os.path.join(log_dir, f"{spec.name}.log")
+        self._pid_path = os.path.join(tempfile.gettempdir(), "sac_ray", run_id, spec.name)
+        self._verbose = verbose
+        self._stopping = threading.Event()
+        self._process: Optional[subprocess.Popen] = None
+        self.tail: collections.deque = collections.deque(maxlen=_TAIL_LINES)
+        os.makedirs(log_dir, exist_ok=True)
+        os.makedirs(os.path.dirname(self._pid_path), exist_ok=True)
+        _wait_for_previous(self._pid_path, spec.module)
+
+    def __repr__(self) -> str:
+        # Ray prefixes the lines this actor prints with it: "(actor_0 pid=..., ip=...)".
+        return self._spec.name
+
+    def run(self) -> int:
+        """Runs the job to its end; returns its exit code, or ends this actor on a crash."""
+        node = ray.get_runtime_context().get_node_id()
+        # The child writes its log itself, so that a child outliving this actor (it
+        # gets SIGTERM and stops gracefully) is not cut off by a broken pipe.
+        with open(self._log_path, "a", buffering=1) as log:
+            start_at = log.tell()
+            self._process = _start(self._spec, log)
+            with open(self._pid_path, "w") as f:
+                f.write(str(self._process.pid))
+            header = (
+                f"{_OURS} {self._spec.name} started as pid {self._process.pid} on node "
+                f"{node} ({ray.util.get_node_ip_address()})"
+            )
+            log.write(header + "\n")
+        self._emit(header)
+        self._follow(start_at)
+        code = self._process.returncode
+        with open(self._log_path, "a") as log:
+            log.write(f"{_OURS} {self._spec.name} exited with code {code}\n")
+        if code in (0, USER_ERROR_EXIT_CODE) or self._stopping.is_set():
+            _remove(self._pid_path)
+            return code
+        self._emit(f"{_OURS} {self._spec.name} died (exit code {code}); Ray restarts it")
+        os._exit(1)  # an actor that dies is what Ray restarts
+
+    def stop(self, grace_s: float = GRACE_S) -> None:
+        """SIGTERM (the job exits gracefully), SIGKILL after `grace_s`."""
+        self._stopping.set()
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        _signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
+
+    def last_lines(self) -> List[str]:
+        return list(self.tail)
+
+    def _follow(self, offset: int) -> None:
+        """Relays the child's log lines from `offset` until the child has exited."""
+        assert self._process is not None
+        pending = ""
+        with open(self._log_path, errors="replace") as log:
+            log.seek(offset)
+            while True:
+                exited = self._process.poll() is not None
+                for chunk in iter(log.readline, ""):
+                    pending += chunk
+                    if pending.endswith("\n"):
+                        self._relay(pending.rstrip("\n"))
+                        pending = ""
+                if exited:
+                    break
+                time.sleep(_POLL_S)
+        if pending:
+            self._relay(pending)
+
+    def _relay(self, line: str) -> None:
+        self.tail.append(line)
+        if line.startswith(_OURS):
+            return
+        if self._verbose or INTERESTING_OUTPUT.search(line):
+            self._emit(line)
+
+    @staticmethod
+    def _emit(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _start(spec: JobSpec, log: TextIO) -> subprocess.Popen:
+    return subprocess.Popen(
+        spec.argv(sys.executable),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the Ray worker that started it dies, however it dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_for_previous(pid_path: str, module: str, grace_s: float = GRACE_S) -> None:
+    """Waits for the last child this job started on this node, SIGKILL after `grace_s`."""
+    try:
+        with open(pid_path) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + grace_s
+    while _runs(pid, module):
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        time.sleep(0.2)
+
+
+def _remove(pid_path: str) -> None:
+    """Removes the pid file, and its run's directory once it is empty."""
+    for remove, path in ((os.remove, pid_path), (os.rmdir, os.path.dirname(pid_path))):
+        try:
+            remove(path)
+        except OSError:
+            pass
+
+
+def _runs(pid: int, module: str) -> bool:
+    """True while `pid` is alive and still the job's binary (not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return module.encode() in f.read()
+    except OSError:
+        return False
+
+
+# --- the launcher side ---------------------------------------------------------
+
+
+def connect(address: Optional[str], num_cpus_needed: float) -> bool:
+    """Connects to the cluster at `address` (or $RAY_ADDRESS, which `ray job submit`
+    sets), or starts a local one; True if started here."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+        return False
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, int(num_cpus_needed + 0.999)),
+        include_dashboard=False,
+        log_to_driver=True,
+    )
+    return True
+
+
+def cpus_needed(config: LaunchConfig) -> float:
+    """Server, learner and evaluator take one CPU each, every actor --actor_cpus."""
+    return 3 + config.num_actors * config.actor_cpus
+
+
+@ray.remote(num_cpus=0)
+def _address_on_node(port: int) -> Tuple[str, int]:
+    """This node's IP and `port`, or a free port there when `port` is 0."""
+    return ray.util.get_node_ip_address(), port or portpicker.pick_unused_port()
+
+
+def _pinned(node_id: str, soft: bool = False) -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=soft)
+
+
+def _alive_nodes() -> List[dict]:
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def choose_nodes(config: LaunchConfig) -> Tuple[str, str]:
+    """The server's node (the head) and the learner's; raises ConfigError if the
+    cluster cannot hold the run, instead of leaving jobs pending forever."""
+    nodes = _alive_nodes()
+    head = [n for n in nodes if HEAD_NODE_RESOURCE in n["Resources"]]
+    if not head:
+        raise ConfigError("The Ray cluster has no head node alive.")
+    total_cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
+    if total_cpus < cpus_needed(config):
+        raise ConfigError(
+            f"The Ray cluster has {total_cpus:g} CPUs; this run asks for "
+            f"{cpus_needed(config):g} (3 for server, learner and evaluator, "
+            f"--actor_cpus={config.actor_cpus:g} for each of {config.num_actors} actors). "
+            "Add nodes or lower --num_actors / --actor_cpus."
+        )
+    learner = [
+        n
+        for n in head + nodes
+        if n["Resources"].get("GPU", 0) >= config.learner_gpus and n["Resources"].get("CPU", 0) >= 1
+    ]
+    if not learner:
+        raise ConfigError(
+            f"No Ray node has --learner_gpus={config.learner_gpus:g} GPUs and a CPU for "
+            "the learner."
+        )
+    return head[0]["NodeID"], learner[0]["NodeID"]
+
+
+def start_jobs(config: LaunchConfig, verbose: bool) -> Tuple[Dict[str, ray.actor.ActorHandle], str]:
+    """Places the server, reads its address, then starts every job; returns the
+    job actors by name and the server's address."""
+    server_node, learner_node = choose_nodes(config)
+    host, port = ray.get(
+        _address_on_node.options(scheduling_strategy=_pinned(server_node)).remote(config.port)
+    )
+    specs = job_definitions.job_specs(
+        job_definitions.make_run_configs(config, port, host=host), verbose=verbose
+    )
+    run_id = uuid.uuid4().hex[:12]
+    job_class = ray.remote(JobProcess)
+    actors = {}
+    for spec in specs:
+        options = _job_options(spec.name, config, server_node, learner_node)
+        actors[spec.name] = job_class.options(
+            name=f"sac-{run_id}-{spec.name}",
+            max_restarts=config.max_restarts,
+            max_task_retries=-1,
+            max_concurrency=2,  # stop() runs while run() waits on the child
+            **options,
+        ).remote(spec, paths.log_dir(config.root_dir), run_id, verbose)
+    return actors, f"{host}:{port}"
+
+
+def _job_options(name: str, config: LaunchConfig, server_node: str, learner_node: str) -> dict:
+    if name == SERVER:
+        return dict(num_cpus=1, scheduling_strategy=_pinned(server_node))
+    if name == LEARNER:
+        return dict(
+            num_cpus=1, num_gpus=config.learner_gpus, scheduling_strategy=_pinned(learner_node)
+        )
+    if name == EVALUATOR:
+        return dict(num_cpus=1, scheduling_strategy=_pinned(learner_node, soft=True))
+    return dict(num_cpus=config.actor_cpus, scheduling_strategy="SPREAD")
+
+
+class RayRun:
+    """Watches the job actors' `run()` calls and stops them together."""
+
+    def __init__(
+        self,
+        actors: Dict[str, ray.actor.ActorHandle],
+        should_stop: Callable[[], bool],
+        console: TextIO = sys.stdout,
+    ):
+        self._actors = actors
+        self._should_stop = should_stop
+        self._console = console
+        self._codes: Dict[str, Optional[int]] = {name: None for name in actors}
+
+    def run(self) -> LaunchResult:
+        refs = {actor.run.remote(): name for name, actor in self._actors.items()}
+        try:
+            return self._watch(refs)
+        finally:
+            self._stop_all(list(refs))
+
+    def _watch(self, refs: Dict[ray.ObjectRef, str]) -> LaunchResult:
+        pending = list(refs)
+        learner_done_at: Optional[float] = None
+        while True:
+            if self._should_stop():
+                return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
+            for ref in ready:
+                failure = self._collect(refs[ref], ref)
+                if failure is not None:
+                    return self._result(1, failure)
+            clients = [n for n in self._actors if n != SERVER]
+            if all(self._codes[n] == 0 for n in clients):
+                return self._result(0, "training finished; every job exited 0")
+            if self._codes[LEARNER] == 0 and learner_done_at is None:
+                learner_done_at = time.monotonic()
+                self._say(f"learner finished; waiting up to {GRACE_S:.0f} s for the others")
+            if learner_done_at and time.monotonic() - learner_done_at > GRACE_S:
+                late = [n for n in clients if self._codes[n] is None]
+                return self._result(1, f"learner finished but {late} did not exit in time")
+
+    def _collect(self, name: str, ref: ray.ObjectRef) -> Optional[str]:
+        """Records a finished job; returns why the run must stop, if it must."""
+        try:
+            code = ray.get(ref)
+        except ray.exceptions.RayActorError as error:
+            return f"{name} died and Ray gave up restarting it (--max_restarts): {error}"
+        self._codes[name] = code
+        if code != 0:
+            tail = "\n".join(f"    {line}" for line in self._last_lines(name))
+            return (
+                f"{name} exited with code {code}; its last lines:\n{tail}\n"
+                f"Full log: logs/{name}.log under root_dir on the node that ran it"
+            )
+        if name == SERVER:
+            return "the server exited before the learner finished"
+        return None
+
+    def _last_lines(self, name: str) -> List[str]:
+        try:
+            return ray.get(self._actors[name].last_lines.remote(), timeout=30)
+        except (ray.exceptions.RayError, TimeoutError):
+            return ["(its Ray actor is gone)"]
+
+    def _result(self, exit_code: int, message: str) -> LaunchResult:
+        return LaunchResult(exit_code, message, dict(self._codes))
+
+    def _stop_all(self, run_refs: List[ray.ObjectRef]) -> None:
+        """Clients first, then the server (it writes its replay checkpoint), then the actors."""
+        clients = [a for n, a in self._actors.items() if n != SERVER]
+        self._stop(clients, "clients")
+        if SERVER in self._actors:
+            self._stop([self._actors[SERVER]], "server")
+        # Each run() call writes its job's last log line and cleans up as it returns.
+        ray.wait(run_refs, num_returns=len(run_refs), timeout=_POLL_S * 20)
+        for actor in self._actors.values():
+            ray.kill(actor, no_restart=True)
+
+    def _stop(self, actors: Sequence[ray.actor.ActorHandle], what: str) -> None:
+        refs = [actor.stop.remote(GRACE_S) for actor in actors]
+        _, late = ray.wait(refs, num_returns=len(refs), timeout=GRACE_S + 30)
+        if late:
+            self._say(f"{len(late)} {what} did not stop within {GRACE_S:.0f} s; killing them")
+
+    def _say(self, text: str) -> None:
+        self._console.write(f"sac-launch: {text}\n")
+        self._console.flush()

@@ -1,0 +1,430 @@
+"""Static checks of launch/kubernetes/ and of the compose commands (no cluster needed).
+
+* The committed manifests are what `sac-render --engine=kubernetes` renders
+  from the job definitions today (so they cannot drift from the binaries'
+  flags), and launch/docker-compose.yml's commands are what
+  `sac-render --engine=compose` renders.
+* Every object validates against the Kubernetes OpenAPI schemas bundled with
+  the `kubernetes-validate` package (offline, strict: unknown fields fail),
+  for every Kubernetes version it bundles.
+* The kustomizations render as a user renders them: with `kubectl kustomize`
+  where kubectl is installed (skipped otherwise: nothing is downloaded), and
+  always with a small Python reading of the features they use, which fails on
+  any other feature.
+* The wiring: the clients' address is the server's Service and port, the
+  NetworkPolicy admits exactly the client pods, the probes run the compose
+  healthcheck, every job writes to the shared volume, the GPU request can be
+  switched off.
+
+test_kubernetes_run.py runs the containers' commands on localhost.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate import utils as k8s_schemas
+from test_compose import COMPOSE_FILE, console_scripts, parse_yaml
+
+from sac_distributed import config as config_lib
+from sac_distributed import job_definitions, manifests, paths
+
+REPO = Path(__file__).resolve().parents[1]
+K8S_DIR = REPO / "launch" / "kubernetes"
+CPU_OVERLAY = REPO / "launch" / "kubernetes-cpu"
+SCHEMA_VERSIONS = sorted(
+    set(k8s_schemas.all_versions()), key=lambda v: tuple(map(int, v.split(".")))
+)
+CLIENT_JOBS = (job_definitions.LEARNER, manifests.ACTOR, job_definitions.EVALUATOR)
+RENDER_TIMEOUT_S = 300
+
+
+def default_launch(**changes) -> config_lib.LaunchConfig:
+    """What `sac-render` builds from its default flags."""
+    settings = dict(
+        root_dir=manifests.DATA_DIR,
+        num_actors=2,
+        port=manifests.REVERB_PORT,
+        connect_timeout_s=600.0,
+    )
+    return config_lib.LaunchConfig(**{**settings, **changes})
+
+
+def render_cli(*flags: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.render", *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=RENDER_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def objects(files: Dict[str, List[dict]]) -> List[dict]:
+    return [doc for docs in files.values() for doc in docs]
+
+
+def by_kind_name(docs: List[dict]) -> Dict[tuple, dict]:
+    keyed = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert len(keyed) == len(docs), "two objects share a kind and a name"
+    return keyed
+
+
+def pod_template(doc: dict) -> dict:
+    return doc["spec"]["template"]
+
+
+def container(doc: dict) -> dict:
+    (only,) = pod_template(doc)["spec"]["containers"]
+    return only
+
+
+@pytest.fixture(scope="module")
+def rendered() -> Dict[str, List[dict]]:
+    return manifests.kubernetes_manifests(default_launch())
+
+
+@pytest.fixture(scope="module")
+def workloads(rendered) -> Dict[str, dict]:
+    """job -> its workload object (StatefulSet, Deployment or Job)."""
+    docs = by_kind_name(objects(rendered))
+    kinds = {
+        job_definitions.SERVER: "StatefulSet",
+        job_definitions.LEARNER: "Job",
+        manifests.ACTOR: "Deployment",
+        job_definitions.EVALUATOR: "Job",
+        manifests.TENSORBOARD: "Deployment",
+    }
+    return {job: docs[(kind, manifests.name_of(job))] for job, kind in kinds.items()}
+
+
+# --- the committed files are the rendered ones ----------------------------------
+
+
+def test_committed_manifests_are_what_sac_render_writes(tmp_path):
+    render_cli("--engine=kubernetes", f"--output_dir={tmp_path}")
+    written = sorted(p.name for p in tmp_path.iterdir())
+    committed = sorted(p.name for p in K8S_DIR.iterdir())
+    assert written == committed, f"launch/kubernetes has {committed}, sac-render writes {written}"
+    stale = [n for n in written if (tmp_path / n).read_text() != (K8S_DIR / n).read_text()]
+    assert not stale, (
+        f"launch/kubernetes/{stale} differ from the job definitions; render them again with "
+        "`python -m sac_distributed.bin.render --engine=kubernetes --output_dir=launch/kubernetes`."
+    )
+
+
+def test_committed_files_parse_to_the_rendered_objects(rendered):
+    for name, docs in rendered.items():
+        assert list(yaml.safe_load_all((K8S_DIR / name).read_text())) == docs, name
+    kustomization = yaml.safe_load((K8S_DIR / "kustomization.yaml").read_text())
+    assert kustomization == manifests.kustomization(list(rendered))
+
+
+def test_compose_commands_are_the_job_definitions():
+    """The compose file's commands, anchors resolved and ${...} left as written."""
+    compose = parse_yaml(COMPOSE_FILE.read_text())
+    expected = manifests.compose_commands(default_launch())
+    actual = {name: compose["services"][name].get("command") for name in expected}
+    for service, argv in expected.items():
+        assert actual[service] == argv, (
+            f"launch/docker-compose.yml service {service}: command {actual[service]}, the job "
+            f"definitions give {argv} (`python -m sac_distributed.bin.render --engine=compose`)."
+        )
+    server = compose["services"][manifests.COMPOSE_SERVICES[job_definitions.SERVER]]
+    assert server["healthcheck"]["test"] == ["CMD", *manifests.healthcheck_argv()]
+
+
+def test_sac_render_compose_prints_the_compose_commands():
+    printed = yaml.safe_load(render_cli("--engine=compose").stdout)
+    expected = manifests.compose_commands(default_launch())
+    assert printed == {"services": {s: {"command": argv} for s, argv in expected.items()}}
+
+
+def test_compose_commands_follow_overrides_and_leave_presets_out():
+    commands = manifests.compose_commands(
+        default_launch(hparams=config_lib.hyperparams_for("Pendulum-v1", {"batch_size": 512}))
+    )
+    for service in ("reverb_server", "learner", "actor", "evaluator"):
+        hparam_flags = [a for a in commands[service] if a.split("=")[0][2:] in _HPARAM_NAMES]
+        assert hparam_flags == ["--batch_size=512"], (service, commands[service])
+
+
+_HPARAM_NAMES = {f for f in config_lib.Hyperparams.__dataclass_fields__}
+
+
+# --- schemas --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("learner_gpus", [1, 0])
+def test_every_object_validates_against_the_kubernetes_schemas(learner_gpus):
+    files = manifests.kubernetes_manifests(
+        default_launch(),
+        manifests.KubernetesConfig(
+            learner_gpus=learner_gpus,
+            storage_class="fast",
+            data_access_mode="ReadWriteMany" if learner_gpus else "ReadWriteOnce",
+        ),
+    )
+    assert len(SCHEMA_VERSIONS) >= 10, SCHEMA_VERSIONS  # 1.25 ... 1.37 in kubernetes-validate 1.37
+    # Every bundled version for the default files; the oldest and newest for the variant.
+    versions = SCHEMA_VERSIONS if learner_gpus else [SCHEMA_VERSIONS[0], SCHEMA_VERSIONS[-1]]
+    for doc in objects(files):
+        for version in versions:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_schema_validation_can_fail(workloads):
+    version = SCHEMA_VERSIONS[-1]
+    misspelt = copy.deepcopy(workloads[manifests.ACTOR])
+    container(misspelt)["comand"] = container(misspelt).pop("command")
+    wrong_type = copy.deepcopy(workloads[manifests.ACTOR])
+    wrong_type["spec"]["replicas"] = "two"
+    missing = copy.deepcopy(workloads[job_definitions.LEARNER])
+    del container(missing)["name"]
+    for broken in (misspelt, wrong_type, missing):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, version, strict=True)
+
+
+# --- kustomize ------------------------------------------------------------------
+
+
+class KustomizeLite:
+    """The kustomize features launch/ uses: resources (files, directories),
+    `replicas`, and JSON 6902 `patches` with a kind/name target. Anything else
+    fails, so an overlay that grows a feature gets a test that covers it."""
+
+    KEYS = {"apiVersion", "kind", "resources", "replicas", "patches"}
+
+    def build(self, directory: Path) -> List[dict]:
+        spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        unknown = set(spec) - self.KEYS
+        assert not unknown, f"{directory}: kustomization features {unknown} are not checked here"
+        docs: List[dict] = []
+        for resource in spec.get("resources", []):
+            path = (directory / resource).resolve()
+            assert path.exists(), f"{directory}: resource {resource} does not exist"
+            if path.is_dir():
+                docs += self.build(path)
+            else:
+                docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for entry in spec.get("replicas", []):
+            matches = [d for d in docs if d["metadata"]["name"] == entry["name"]]
+            assert matches, f"{directory}: replicas for unknown {entry['name']}"
+            for doc in matches:
+                doc["spec"]["replicas"] = entry["count"]
+        for patch in spec.get("patches", []):
+            target = patch["target"]
+            matches = [
+                d
+                for d in docs
+                if d["kind"] == target["kind"] and d["metadata"]["name"] == target["name"]
+            ]
+            assert matches, f"{directory}: patch target {target} matches nothing"
+            for doc in matches:
+                for op in yaml.safe_load(patch["patch"]):
+                    self.apply(doc, op)
+        return docs
+
+    @staticmethod
+    def apply(doc: dict, op: dict) -> None:
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if op["op"] == "remove":
+            assert last in node, f"remove {op['path']}: nothing there"
+            del node[last]
+        elif op["op"] in ("add", "replace"):
+            assert op["op"] == "add" or last in node, f"replace {op['path']}: nothing there"
+            node[last] = op["value"]
+        else:
+            raise AssertionError(f"JSON patch op {op['op']} is not supported here")
+
+
+def cpu_overlay_expected() -> List[dict]:
+    files = manifests.kubernetes_manifests(
+        default_launch(num_actors=4), manifests.KubernetesConfig(learner_gpus=0)
+    )
+    return objects(files)
+
+
+def test_kustomizations_build_the_rendered_objects(rendered):
+    assert KustomizeLite().build(K8S_DIR) == objects(rendered)
+    assert by_kind_name(KustomizeLite().build(CPU_OVERLAY)) == by_kind_name(cpu_overlay_expected())
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_kustomize_builds_the_rendered_objects(rendered):
+    for directory, expected in (
+        (K8S_DIR, objects(rendered)),
+        (CPU_OVERLAY, cpu_overlay_expected()),
+    ):
+        proc = subprocess.run(
+            ["kubectl", "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=RENDER_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, proc.stderr
+        built = [d for d in yaml.safe_load_all(proc.stdout) if d]
+        assert by_kind_name(built) == by_kind_name(expected), directory
+
+
+# --- wiring ---------------------------------------------------------------------
+
+
+def _flag(argv: List[str], name: str) -> str:
+    values = [a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")]
+    assert len(values) == 1, f"--{name} given {len(values)} times in {argv}"
+    return values[0]
+
+
+def test_clients_reach_the_server_service(rendered, workloads):
+    docs = by_kind_name(objects(rendered))
+    server_name = manifests.name_of(job_definitions.SERVER)
+    service = docs[("Service", server_name)]
+    server = workloads[job_definitions.SERVER]
+    (port,) = service["spec"]["ports"]
+    assert service["spec"]["selector"] == pod_template(server)["metadata"]["labels"]
+    assert server["spec"]["serviceName"] == server_name
+    assert _flag(container(server)["command"], "port") == str(port["targetPort"])
+    assert [p["containerPort"] for p in container(server)["ports"]] == [port["targetPort"]]
+    for job in CLIENT_JOBS:
+        argv = container(workloads[job])["command"]
+        for key in ("replay_buffer_server_address", "variable_container_server_address"):
+            assert _flag(argv, key) == f"{server_name}:{port['port']}", (job, key)
+
+
+def _selects(selector: Dict[str, str], labels: Dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_network_policy_admits_only_the_clients(rendered, workloads):
+    (policy,) = rendered["network-policy.yaml"]
+    spec = policy["spec"]
+    server_labels = pod_template(workloads[job_definitions.SERVER])["metadata"]["labels"]
+    assert _selects(spec["podSelector"]["matchLabels"], server_labels)
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": manifests.REVERB_PORT}]
+    (peer,) = rule["from"]
+    assert set(peer) == {"podSelector"}, "only pods of this namespace, no namespace or IP peers"
+    for job, workload in workloads.items():
+        labels = pod_template(workload)["metadata"]["labels"]
+        admitted = _selects(peer["podSelector"]["matchLabels"], labels)
+        assert admitted == (job in CLIENT_JOBS), f"{job}: admitted={admitted}"
+        if job != job_definitions.SERVER:
+            assert not _selects(spec["podSelector"]["matchLabels"], labels), job
+
+
+def test_server_probes_run_the_compose_healthcheck(workloads):
+    server = container(workloads[job_definitions.SERVER])
+    compose = parse_yaml(COMPOSE_FILE.read_text())
+    test = compose["services"]["reverb_server"]["healthcheck"]["test"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert server[probe]["exec"]["command"] == test[1:], probe
+
+
+def test_every_job_writes_to_the_shared_volume(workloads):
+    for job, workload in workloads.items():
+        pod = pod_template(workload)["spec"]
+        (volume,) = pod["volumes"]
+        assert volume["persistentVolumeClaim"]["claimName"] == manifests.DATA_CLAIM, job
+        mounts = {m["mountPath"]: m for m in container(workload)["volumeMounts"]}
+        data = mounts[manifests.DATA_DIR]
+        assert data["name"] == volume["name"], job
+        assert data.get("readOnly", False) == (job == manifests.TENSORBOARD), job
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"] == 1000
+        if job != manifests.TENSORBOARD:
+            assert _flag(container(workload)["command"], "root_dir") == manifests.DATA_DIR, job
+    server = workloads[job_definitions.SERVER]
+    (claim,) = server["spec"]["volumeClaimTemplates"]
+    replay = f"{manifests.DATA_DIR}/{paths.REPLAY_CHECKPOINT_DIR}"
+    mounts = {m["mountPath"]: m["name"] for m in container(server)["volumeMounts"]}
+    assert mounts[replay] == claim["metadata"]["name"]
+
+
+def test_learner_gpu_request_can_be_switched_off(workloads):
+    learner = container(workloads[job_definitions.LEARNER])
+    assert learner["resources"]["limits"] == {manifests.GPU_RESOURCE: 1}
+    cpu = manifests.kubernetes_manifests(
+        default_launch(), manifests.KubernetesConfig(learner_gpus=0)
+    )
+    (job,) = cpu["learner.yaml"]
+    assert "limits" not in container(job)["resources"]
+    for workload in workloads.values():
+        assert container(workload)["resources"]["requests"]["cpu"], workload["metadata"]["name"]
+
+
+def test_containers_run_the_installed_console_scripts(workloads):
+    scripts = console_scripts()
+    for module, script in manifests.SCRIPTS.items():
+        assert scripts.get(script) == module, (script, module)
+    for job in (job_definitions.SERVER, *CLIENT_JOBS):
+        assert container(workloads[job])["command"][0] in manifests.SCRIPTS.values(), job
+
+
+def test_seed_with_several_actor_replicas_is_refused():
+    with pytest.raises(config_lib.ConfigError, match="seed"):
+        manifests.kubernetes_manifests(default_launch(seed=3))
+    manifests.kubernetes_manifests(default_launch(seed=3, num_actors=1))
+
+
+def test_root_dir_must_be_on_the_data_volume():
+    with pytest.raises(config_lib.ConfigError, match="data volume"):
+        manifests.kubernetes_manifests(default_launch(root_dir="/tmp/run"))
+    manifests.kubernetes_manifests(default_launch(root_dir="/data/run1"))
+
+
+def test_yaml_writer_round_trips_awkward_strings():
+    strings = [
+        "true",
+        "No",
+        "on",
+        "null",
+        "1",
+        "-1",
+        "1.5",
+        ".5",
+        "10Gi",
+        "x: y",
+        "a:",
+        "",
+        "a'b",
+        'say "hi"',
+        "#x",
+        "--f=a,b",
+        "- x",
+        "tab\there",
+        "~",
+        "@x",
+        "*x",
+        "&x",
+    ]
+    doc = {"s": strings, "n": 3, "b": False, "e": {}, "l": [], "nested": [[1, {"k": "v"}]]}
+    assert yaml.safe_load(manifests.to_yaml([doc])) == doc
+    assert list(yaml.safe_load_all(manifests.to_yaml([doc, {"a": 1}]))) == [doc, {"a": 1}]
+
+
+def test_tensorboard_runs_the_compose_command(workloads):
+    """test_compose_run runs this command; test_kubernetes_run does not run it again."""
+    compose = parse_yaml(COMPOSE_FILE.read_text())
+    board = container(workloads[manifests.TENSORBOARD])
+    assert board["command"] == compose["services"]["tensorboard"]["command"]
+    assert [p["containerPort"] for p in board["ports"]] == [manifests.TENSORBOARD_PORT]
+    assert _flag(board["command"], "port") == str(manifests.TENSORBOARD_PORT)

@@ -1,0 +1,275 @@
+"""sac-launch --engine=ray on a real two-node Ray cluster on this machine.
+
+The cluster is Ray's own multi-node test utility (`ray.cluster_utils.Cluster`):
+a head node and a worker node, each a raylet of its own, so Ray places, kills
+and restarts jobs per node as on a real cluster. Two short Pendulum-v1 runs:
+one loses an actor's process mid-run, the other the worker node with an actor
+on it; both must end with a finished learner and a greedy policy that stock
+TF-Agents loads.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from proc_utils import DEADLINE_S, read
+
+from sac_distributed import config as config_lib
+from sac_distributed import job_definitions, paths
+from sac_distributed.errors import ConfigError
+
+NUM_ITERATIONS = 200
+TINY = [
+    f"--num_iterations={NUM_ITERATIONS}",
+    "--initial_collect_steps=100",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=200",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=200",
+]
+# Written by the Ray engine at the top of each start of a job in logs/<job>.log.
+_STARTED = re.compile(r"== sac-launch: (\w+) started as pid (\d+) on node (\w+)")
+
+
+# --- without a cluster ---------------------------------------------------------
+
+
+def test_ray_options_need_the_ray_engine(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"--ray_address, --learner_gpus apply only to a Ray cluster"
+    ):
+        config_lib.LaunchConfig(root_dir=str(tmp_path), ray_address="auto", learner_gpus=1)
+    config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", ray_address="auto")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(engine="yarn"), "engine must be one of"),
+        (dict(engine="ray", ray_address="head"), "not a host:port address"),
+        (dict(engine="ray", learner_gpus=-1), "learner_gpus must be a number >= 0"),
+        (dict(engine="ray", actor_cpus=0), "actor_cpus must be a number > 0"),
+        (dict(engine="ray", max_restarts=-2), "max_restarts must be an integer >= 0"),
+    ],
+)
+def test_bad_ray_options_are_refused(tmp_path, options, message):
+    with pytest.raises(ConfigError, match=message):
+        config_lib.LaunchConfig(root_dir=str(tmp_path), **options)
+
+
+def test_clients_get_the_server_host_the_engine_found(tmp_path):
+    launch = config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", num_actors=2)
+    configs = job_definitions.make_run_configs(launch, 4567, host="10.0.0.7")
+    specs = job_definitions.job_specs(configs)
+    assert [s.name for s in specs] == ["server", "learner", "actor_0", "actor_1", "evaluator"]
+    for spec in specs[1:]:
+        assert "--replay_buffer_server_address=10.0.0.7:4567" in spec.flags
+    assert "--port=4567" in specs[0].flags
+
+
+def test_the_core_never_imports_ray():
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+        import sac_distributed
+        import sac_distributed.bin.launch  # (the binaries' flags clash: one at a time)
+        for module in pkgutil.iter_modules(sac_distributed.__path__, "sac_distributed."):
+            if module.name != "sac_distributed.ray_launch":
+                importlib.import_module(module.name)
+        print("ray imported:", "ray" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ray imported: False" in result.stdout
+
+
+def test_ray_engine_without_ray_says_how_to_install_it(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        sys.argv = ["sac-launch", "--engine=ray", "--root_dir={tmp_path / "run"}"]
+        from sac_distributed.bin import launch
+        launch.run()
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "--engine=ray needs Ray" in result.stderr
+    assert "pip install -e '.[ray]'" in result.stderr
+
+
+# --- on a two-node cluster -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    # The head holds the server, learner and evaluator and room for every actor
+    # (after the worker node is gone); the worker holds one actor.
+    cluster = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 5, "include_dashboard": False}
+    )
+    worker = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    try:
+        yield cluster, worker
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture
+def launch():
+    """Starts sac-launch --engine=ray; a launcher still running at teardown gets Ctrl-C."""
+    started = []
+
+    def start(root: str, address: str) -> subprocess.Popen:
+        started.append(_launch(root, address))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def _launch(root: str, address: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "sac_distributed.bin.launch",
+            "--engine=ray",
+            f"--ray_address={address}",
+            f"--root_dir={root}",
+            "--num_actors=2",
+            *TINY,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _starts(root: str, job: str):
+    """(pid, node id) of every start of `job`, from its log."""
+    text = read(os.path.join(paths.log_dir(root), f"{job}.log"))
+    return [(int(m.group(2)), m.group(3)) for m in _STARTED.finditer(text)]
+
+
+def _wait_for(condition, what: str, proc: subprocess.Popen):
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"sac-launch exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(0.5)
+    pytest.fail(f"waited {DEADLINE_S} s for {what}")
+
+
+def _collecting(root: str, job: str) -> bool:
+    log = read(os.path.join(paths.log_dir(root), f"{job}.log"))
+    return "initial collect" in log or "switching from random" in log
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    try:
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+        pytest.fail(f"sac-launch did not finish in {DEADLINE_S} s:\n{out[-4000:]}")
+    return out
+
+
+def _assert_finished_with_loadable_policy(root: str, out: str, proc: subprocess.Popen):
+    from tf_agents.environments import suite_gym
+    from tf_agents.policies import py_tf_eager_policy
+
+    assert proc.returncode == 0, out[-6000:]
+    assert "training finished; every job exited 0" in out, out[-6000:]
+    policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+        paths.policy_dir(root, "greedy_policy"), load_specs_from_pbtxt=True
+    )
+    assert policy.get_train_step() == NUM_ITERATIONS
+    env = suite_gym.load("Pendulum-v1")
+    action = policy.action(env.reset()).action
+    spec = env.action_spec()
+    assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+
+
+def _no_job_left(root: str) -> bool:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return not any(f"--root_dir={root}" in line for line in out.splitlines())
+
+
+def _wait_no_job_left(root: str) -> None:
+    deadline = time.monotonic() + 120
+    while not _no_job_left(root) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _no_job_left(root)
+
+
+def _actor_on(root: str, node_id: str):
+    """The first actor whose first start was on `node_id`, or None."""
+    for job in ("actor_0", "actor_1"):
+        starts = _starts(root, job)
+        if starts and starts[0][1] == node_id:
+            return job
+    return None
+
+
+@pytest.mark.slow
+def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster, launch, tmp_path):
+    """One run, two faults (one run costs ~3 min on a busy 2-core machine): the
+    process of the head's actor is killed, then the worker node with the other
+    actor is removed. Both actors come back on the head; the learner finishes."""
+    ray_cluster, worker = cluster
+    head = ray_cluster.head_node.node_id
+    root = str(tmp_path / "run")
+    proc = launch(root, ray_cluster.address)
+    starts = {
+        job: _wait_for(lambda job=job: _starts(root, job), f"{job} to start", proc)
+        for job in ("server", "learner", "actor_0", "actor_1", "evaluator")
+    }
+    assert starts["server"][0][1] == starts["learner"][0][1] == head
+    assert {starts["actor_0"][0][1], starts["actor_1"][0][1]} == {head, worker.node_id}
+    on_head, on_worker = _actor_on(root, head), _actor_on(root, worker.node_id)
+
+    # The actor binary dies (not its Ray worker): Ray restarts the pair.
+    _wait_for(lambda: _collecting(root, on_head), f"{on_head} to collect", proc)
+    os.kill(starts[on_head][0][0], signal.SIGKILL)
+    _wait_for(lambda: len(_starts(root, on_head)) > 1, f"{on_head} to start again", proc)
+
+    # The worker node dies: its actor comes back on the head node.
+    _wait_for(lambda: _collecting(root, on_worker), f"{on_worker} to collect", proc)
+    ray_cluster.remove_node(worker)
+    moved = _wait_for(lambda: _starts(root, on_worker)[1:], f"{on_worker} elsewhere", proc)
+    assert moved[0][1] == head
+
+    out = _finish(proc)
+    _assert_finished_with_loadable_policy(root, out, proc)
+    assert f"{on_head} died (exit code -9); Ray restarts it" in out
+    _wait_no_job_left(root)
