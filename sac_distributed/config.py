@@ -63,6 +63,14 @@ class Hyperparams:
     # The policy entropy the learned temperature steers to. None: TF-Agents'
     # default, -dim(A)/2; the SAC paper (and SB3) use -dim(A).
     target_entropy: Optional[float] = None
+    # Prioritized replay (Schaul et al. 2016; Ape-X): items are sampled with
+    # probability ~ priority ** priority_exponent, new items enter at the
+    # highest priority set so far, the learner sets priorities to |TD error|
+    # and weights the critic loss by (N * P(i)) ** -importance_sampling_exponent,
+    # normalized by the batch's largest weight.
+    prioritized_replay: bool = False
+    priority_exponent: float = 0.6  # alpha: 0 samples uniformly, 1 fully by priority
+    importance_sampling_exponent: float = 0.4  # beta: 0 no correction, 1 full (Ape-X: 0.4)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -92,9 +100,21 @@ class Hyperparams:
             f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
         )
         _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
+        for name in ("normalize_observations", "prioritized_replay"):
+            _require(
+                isinstance(getattr(self, name), bool),
+                f"{name} must be true or false, got {getattr(self, name)!r}.",
+            )
         _require(
-            isinstance(self.normalize_observations, bool),
-            f"normalize_observations must be true or false, got {self.normalize_observations!r}.",
+            _is_number(self.priority_exponent) and self.priority_exponent >= 0,
+            f"priority_exponent must be a number >= 0 (0: uniform sampling; typical 0.6), "
+            f"got {self.priority_exponent!r}.",
+        )
+        _require(
+            _is_number(self.importance_sampling_exponent)
+            and 0 <= self.importance_sampling_exponent <= 1,
+            "importance_sampling_exponent must be in [0, 1] (0: no correction, 1: full; "
+            f"typical 0.4), got {self.importance_sampling_exponent!r}.",
         )
         _require(
             self.n_step <= MAX_N_STEP,
@@ -177,11 +197,15 @@ class ServerConfig:
     replay_checkpoint_interval_s: float = 600.0  # 0 disables periodic replay checkpoints
     replay_checkpoints_to_keep: int = 2  # older ones are the fallback for a damaged newest
     replay_start_empty: bool = False  # start empty when no replay checkpoint is readable
+    # Servers that share the replay (each an ordinary sac-reverb-server); this
+    # one holds 1/num_replay_shards of replay_buffer_capacity and of the warm-up.
+    num_replay_shards: int = 1
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("stats_interval_s", self.stats_interval_s)
+        _require_num_replay_shards(self.num_replay_shards, self.hparams)
         _require(
             self.replay_checkpoint_interval_s >= 0,
             "replay_checkpoint_interval_s must be >= 0 (0 disables periodic checkpoints), "
@@ -244,18 +268,39 @@ def default_error_buffer(samples_per_insert: float, hparams: Hyperparams) -> flo
 
 @dataclasses.dataclass(frozen=True)
 class ClientConfig:
-    """Addresses and connection policy shared by every client job."""
+    """Addresses and connection policy shared by every client job.
+
+    `replay_buffer_server_address` is one host:port, or several separated by
+    commas: one per replay shard, in shard order (`replay_addresses`).
+    """
 
     replay_buffer_server_address: str = f"localhost:{DEFAULT_PORT}"
     variable_container_server_address: str = f"localhost:{DEFAULT_PORT}"
     connect_timeout_s: float = 300.0  # how long to wait for the server before failing
 
     def __post_init__(self) -> None:
-        validate_address("replay_buffer_server_address", self.replay_buffer_server_address)
+        addresses = self.replay_addresses
+        for address in addresses:
+            validate_address("replay_buffer_server_address", address)
+        duplicates = sorted({a for a in addresses if addresses.count(a) > 1})
+        _require(
+            not duplicates,
+            f"--replay_buffer_server_address names {', '.join(duplicates)} more than once: "
+            "give each replay shard's host:port once.",
+        )
         validate_address(
             "variable_container_server_address", self.variable_container_server_address
         )
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
+
+    @property
+    def replay_addresses(self) -> Tuple[str, ...]:
+        """The replay shards' host:port addresses, in shard order."""
+        return tuple(a.strip() for a in self.replay_buffer_server_address.split(","))
+
+    @property
+    def num_replay_shards(self) -> int:
+        return len(self.replay_addresses)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,6 +406,7 @@ class LaunchConfig:
     variable_update_interval: Optional[int] = None  # None: ActorConfig's default
     strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
     engine: str = "local"  # one of ENGINES
+    num_replay_shards: int = 1  # Reverb servers sharing the replay (the first holds the variables)
     # The Ray engine only (ray_launch.py):
     ray_address: Optional[str] = None  # "auto", host:port or ray://host:port; None: a local Ray
     learner_gpus: float = 0.0  # GPUs the learner's Ray actor asks for
@@ -375,6 +421,7 @@ class LaunchConfig:
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
         _require_seed(self.seed)
+        _require_num_replay_shards(self.num_replay_shards, self.hparams)
         self._check_engine()
 
     def _check_engine(self) -> None:
@@ -413,6 +460,19 @@ def validate_address(name: str, address: str) -> None:
     _require(
         ok,
         f"--{name}={address!r} is not a host:port address (for example localhost:8008).",
+    )
+
+
+def _require_num_replay_shards(num_shards: Any, hparams: Hyperparams) -> None:
+    """Each shard must hold at least one item and its share of a batch."""
+    _require_positive_int("num_replay_shards", num_shards)
+    items = hparams.replay_capacity_items
+    _require(
+        items // num_shards
+        >= max(1, hparams.batch_size // hparams.transitions_per_item // num_shards),
+        f"num_replay_shards={num_shards} leaves each shard {items // num_shards} items of the "
+        f"replay's {items} (replay_buffer_capacity / transitions_per_item): too few to sample "
+        "a batch from. Use fewer shards or a larger --replay_buffer_capacity.",
     )
 
 

@@ -26,7 +26,8 @@ flags.DEFINE_string("env_name", config_lib.DEFAULT_ENV_NAME, "gym or pybullet en
 flags.DEFINE_string(
     "replay_buffer_server_address",
     f"localhost:{config_lib.DEFAULT_PORT}",
-    "host:port of the Reverb server holding the replay table.",
+    "host:port of the Reverb server holding the replay table; several, comma-separated, "
+    "when the replay is sharded over servers (one per shard, in shard order).",
 )
 flags.DEFINE_string(
     "variable_container_server_address",
@@ -81,6 +82,20 @@ flags.DEFINE_float(
     None,
     "Entropy the temperature steers the policy to (unset: TF-Agents' -dim(A)/2; the SAC "
     "paper and SB3 use -dim(A)).",
+)
+flags.DEFINE_boolean(
+    "prioritized_replay",
+    None,
+    "Sample replay by priority (|TD error| set by the learner) with importance weights "
+    "in the critic loss, instead of uniformly.",
+)
+flags.DEFINE_float(
+    "priority_exponent", None, "Prioritized replay's alpha: P(i) ~ priority**alpha (0.6)."
+)
+flags.DEFINE_float(
+    "importance_sampling_exponent",
+    None,
+    "Prioritized replay's beta: critic loss weights (N*P(i))**-beta, batch-max normalized (0.4).",
 )
 flags.DEFINE_float(
     "samples_per_insert",

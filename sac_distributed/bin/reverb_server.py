@@ -29,6 +29,11 @@ flags.DEFINE_boolean(
     "Start with an empty replay when no replay checkpoint can be read (they are moved to "
     "replay_checkpoints/.unreadable) instead of refusing to start.",
 )
+flags.DEFINE_integer(
+    "num_replay_shards",
+    1,
+    "Servers sharing the replay; this one holds replay_buffer_capacity / num_replay_shards.",
+)
 FLAGS = flags.FLAGS
 
 
@@ -43,6 +48,7 @@ def _config_from_flags() -> config_lib.ServerConfig:
         replay_checkpoint_interval_s=FLAGS.replay_checkpoint_interval,
         replay_checkpoints_to_keep=FLAGS.replay_checkpoints_to_keep,
         replay_start_empty=FLAGS.replay_start_empty,
+        num_replay_shards=FLAGS.num_replay_shards,
     )
 
 
