@@ -200,6 +200,7 @@ class ServerConfig:
     # Servers that share the replay (each an ordinary sac-reverb-server); this
     # one holds 1/num_replay_shards of replay_buffer_capacity and of the warm-up.
     num_replay_shards: int = 1
+    replay_shard: int = 0  # this server's index among them (its own replay checkpoints)
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)

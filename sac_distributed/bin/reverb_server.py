@@ -34,6 +34,7 @@ flags.DEFINE_integer(
     1,
     "Servers sharing the replay; this one holds replay_buffer_capacity / num_replay_shards.",
 )
+flags.DEFINE_integer("replay_shard", 0, "This server's shard index in [0, num_replay_shards - 1].")
 FLAGS = flags.FLAGS
 
 
@@ -49,6 +50,7 @@ def _config_from_flags() -> config_lib.ServerConfig:
         replay_checkpoints_to_keep=FLAGS.replay_checkpoints_to_keep,
         replay_start_empty=FLAGS.replay_start_empty,
         num_replay_shards=FLAGS.num_replay_shards,
+        replay_shard=FLAGS.replay_shard,
     )
 
 
