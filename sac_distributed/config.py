@@ -208,6 +208,11 @@ class ServerConfig:
         _require_positive_number("stats_interval_s", self.stats_interval_s)
         _require_num_replay_shards(self.num_replay_shards, self.hparams)
         _require(
+            isinstance(self.replay_shard, int) and 0 <= self.replay_shard < self.num_replay_shards,
+            f"replay_shard must be in [0, {self.num_replay_shards - 1}] (num_replay_shards="
+            f"{self.num_replay_shards}), got {self.replay_shard!r}.",
+        )
+        _require(
             self.replay_checkpoint_interval_s >= 0,
             "replay_checkpoint_interval_s must be >= 0 (0 disables periodic checkpoints), "
             f"got {self.replay_checkpoint_interval_s}.",
