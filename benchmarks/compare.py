@@ -20,6 +20,13 @@ server process and reports the env steps/s they insert together:
 
     python benchmarks/compare.py --mode=actor_scaling --actor_steps=20000
 
+Replay-shards mode runs 1, 2, 4 (--shard_counts) server processes, each a
+shard, with --writers writer processes and then --samplers sampler
+processes spread over them, and reports total inserts/s and samples/s with
+the CPU use of servers, workers and machine:
+
+    python benchmarks/compare.py --mode=replay_shards --writers=16 --duration=20
+
 A readable table goes to stdout and the LAST stdout line is one JSON object.
 Everything else (TensorFlow, Reverb, pybullet chatter, progress) goes to stderr.
 See benchmarks/README.md for what each number means; the pieces live in
@@ -36,6 +43,7 @@ from typing import Callable, Dict, Sequence, TextIO, Tuple
 from absl import logging
 from bench.actor_scaling import format_actor_scaling_table, run_actor_scaling
 from bench.settings import Settings, parse_settings
+from bench.shards import format_replay_shards_table, run_replay_shards
 from bench.throughput import format_throughput_table, run_throughput
 from bench.time_to_return import format_time_to_return_table, run_time_to_return
 
@@ -45,6 +53,7 @@ MODES: Dict[str, Tuple[Callable[[Settings], Report], Callable[[Report], str]]] =
     "throughput": (run_throughput, format_throughput_table),
     "time_to_return": (run_time_to_return, format_time_to_return_table),
     "actor_scaling": (run_actor_scaling, format_actor_scaling_table),
+    "replay_shards": (run_replay_shards, format_replay_shards_table),
 }
 
 

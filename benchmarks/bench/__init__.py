@@ -11,6 +11,8 @@ compare.py (stock TF-Agents SAC vs ours, one machine) is a thin entry over:
   pieces          one throughput measurement per piece, stock and ours
   throughput      throughput mode: alternating rounds, medians, the report
   actor_scaling   actor_scaling mode: N actor processes against one server
+  shards          replay_shards mode: inserts/s and samples/s over S server processes
+  shard_worker    one writer/sampler process of replay_shards mode
   time_to_return  time_to_return mode: wall time to a target eval return
   sac_launch      running `sac-launch` (also training_options.py and learning.py)
 

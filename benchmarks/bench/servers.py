@@ -89,9 +89,14 @@ def measurement_flags(hp: Hyperparams) -> List[str]:
 
 
 def our_server_process(
-    root_dir: str, env_name: str, hp: Hyperparams, capacity: int
+    root_dir: str,
+    env_name: str,
+    hp: Hyperparams,
+    capacity: int,
+    extra_flags: Sequence[str] = (),
 ) -> ServerProcess:
-    """`python -m sac_distributed.bin.reverb_server` with the benchmark's settings."""
+    """`python -m sac_distributed.bin.reverb_server` with the benchmark's settings
+    (and `extra_flags`, e.g. a shard's --num_replay_shards and --replay_shard)."""
     port = portpicker.pick_unused_port()
     argv = [
         sys.executable,
@@ -104,6 +109,7 @@ def our_server_process(
         *measurement_flags(hp),
         "--replay_checkpoint_interval=0",
         "--stats_interval=3600",
+        *extra_flags,
     ]
     return ServerProcess(argv, os.path.join(root_dir, "log.txt"), port)
 

@@ -15,7 +15,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from sac_distributed import replay
 from sac_distributed.config import Hyperparams, hyperparams_for
 
-MODES = ("throughput", "time_to_return", "actor_scaling")
+MODES = ("throughput", "time_to_return", "actor_scaling", "replay_shards")
 NEVER = 10**9  # an interval (train steps) that a benchmark never reaches
 
 # Repeated pieces, in the order of one round: each stock piece right before ours.
@@ -44,6 +44,8 @@ _POSITIVE_INTS = (
     "steps_per_call",
     "num_parallel_datasets",
     "actor_steps",
+    "writers",
+    "samplers",
 )
 
 
@@ -74,6 +76,9 @@ class Settings:
     max_in_flight: Optional[int]  # None: make_dataset's default
     actor_counts: Tuple[int, ...]
     actor_steps: int
+    shard_counts: Tuple[int, ...]
+    writers: int
+    samplers: int
 
 
 def all_pieces() -> Tuple[str, ...]:
@@ -96,6 +101,7 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
             p.error(f"--{name} must be >= 1")
     if a.duration <= 0 or a.max_minutes <= 0:
         p.error("--duration and --max_minutes must be > 0")
+    shard_counts = _parse_shard_counts(p, a.shard_counts, a.writers, a.samplers)
     return Settings(
         mode=a.mode,
         env_name=a.env_name or "Pendulum-v1",
@@ -120,6 +126,9 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
         max_in_flight=a.max_in_flight,
         actor_counts=tuple(int(x) for x in a.actor_counts.split(",") if x.strip()),
         actor_steps=a.actor_steps,
+        shard_counts=shard_counts,
+        writers=a.writers,
+        samplers=a.samplers,
     )
 
 
@@ -147,7 +156,8 @@ def _add_throughput_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_mode_flags(p: argparse.ArgumentParser) -> None:
-    """Ours' data-path knobs and the time_to_return and actor_scaling modes' flags."""
+    """Ours' data-path knobs and the time_to_return, actor_scaling and replay_shards
+    modes' flags."""
     p.add_argument("--max_minutes", type=float, default=15.0, help="time_to_return cap per run")
     p.add_argument("--target_return", type=float, default=-200.0)
     p.add_argument("--num_actors", type=int, default=1, help="time_to_return: ours' actors")
@@ -170,6 +180,41 @@ def _add_mode_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--actor_steps", type=int, default=20_000, help="actor_scaling: --max_env_steps per actor"
     )
+    p.add_argument(
+        "--shard_counts", default="1,2,4", help="replay_shards: numbers of server processes"
+    )
+    p.add_argument(
+        "--writers",
+        type=int,
+        default=16,
+        help="replay_shards: writer processes (w -> shard w %% S)",
+    )
+    p.add_argument(
+        "--samplers",
+        type=int,
+        default=4,
+        help="replay_shards: sampler processes (j -> shard j %% S)",
+    )
+
+
+def _parse_shard_counts(
+    parser: argparse.ArgumentParser, text: str, writers: int, samplers: int
+) -> Tuple[int, ...]:
+    """--shard_counts as positive ints; every shard of the largest count needs a
+    writer and a sampler, or its share of the totals would be missing."""
+    try:
+        counts = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        parser.error(f"--shard_counts must be comma-separated integers, got {text!r}")
+    if not counts or min(counts) < 1:
+        parser.error(f"--shard_counts must be positive numbers of servers, got {text!r}")
+    if min(writers, samplers) < max(counts):
+        parser.error(
+            f"--writers={writers} and --samplers={samplers} must each be >= the largest "
+            f"--shard_counts ({max(counts)}) so that every shard gets one; raise them or "
+            "use fewer shards."
+        )
+    return counts
 
 
 def _parse_layers(
