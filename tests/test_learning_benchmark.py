@@ -26,14 +26,16 @@ from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E4
 
 TINY = [
     "--envs=Pendulum-v1",
-    "--seeds=0,1",
+    "--seeds=0",
     "--env_steps=900",
     "--eval_every=200",
     "--num_eval_episodes=1",
     "--common_flags=--initial_collect_steps=300 --batch_size=32",
     "--progress_s=5",
 ]
-# Generous: four runs of TensorFlow start-up and a few hundred SGD steps, on a busy machine.
+# One seed per system: the median/min/max over seeds are unit-tested above, so two
+# runs (not four) check the plumbing, and the suite stays within its time budget.
+# Generous: two runs of TensorFlow start-up and a few hundred SGD steps, on a busy machine.
 SWEEP_TIMEOUT_S = 1800
 
 
@@ -102,10 +104,10 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
     args = [*TINY, "--systems=ours,stock", f"--out={out}", f"--work_dir={work}"]
     first = _bench(*args)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    assert "4 runs planned, 0 already done, 4 to run" in first.stdout
+    assert "2 runs planned, 0 already done, 2 to run" in first.stdout
 
     for group in ("ours-preset", "stock-preset"):
-        for seed in (0, 1):
+        for seed in (0,):
             run_dir = os.path.join(out, "runs", "Pendulum-v1", group, f"seed{seed}")
             with open(os.path.join(run_dir, "run.json")) as f:
                 record = json.load(f)
@@ -121,21 +123,21 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
         summary = json.load(f)["Pendulum-v1"]
     assert set(summary) == {"ours-preset", "stock-preset"}
     for group in summary.values():
-        assert group["seeds"] == [0, 1]
+        assert group["seeds"] == [0]
         final = group["marks"]["900"]["return"]
-        assert final["n"] == 2 and final["min"] <= final["median"] <= final["max"]
+        assert final["n"] == 1 and final["min"] == final["median"] == final["max"]
         assert group["sgd_steps_per_s"]["median"] > 0
         assert group["marks"]["900"]["seconds"]["median"] > 0
-        assert group["reached_target"] in (0, 1, 2)
+        assert group["reached_target"] in (0, 1)
     table = open(os.path.join(out, "summary.md")).read()
-    assert "| ours-preset | 0,1 |" in table and "| stock-preset | 0,1 |" in table
+    assert "| ours-preset | 0 |" in table and "| stock-preset | 0 |" in table
     assert "return @0.9k" in table and "s to -200" in table
     with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
     second = _bench(*args, timeout_s=600)
     assert second.returncode == 0, second.stdout[-3000:]
-    assert "4 runs planned, 4 already done, 0 to run" in second.stdout
+    assert "2 runs planned, 2 already done, 0 to run" in second.stdout
     assert "start " not in second.stdout
 
 
