@@ -359,3 +359,22 @@ def test_replay_checkpoints_restore_across_the_setting(env_specs, write_replay):
         replay.check_replay_sampler(client, prioritized, "learner")
         assert replay.table_info(client, replay.MAX_PRIORITY_TABLE).current_size == 1
         server.stop()
+
+
+# --- the learning benchmark's variant ------------------------------------------------------
+
+
+def test_the_learning_benchmark_knows_the_per_variant():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import learning
+
+    args = learning.parse_args(["--envs=Pendulum-v1", "--variants=preset,per"])
+    assert args.variants == {"preset": (), "per": ("--prioritized_replay",)}
+    assert learning.resolved_hparams("Pendulum-v1", args.variants["per"]).prioritized_replay
+    mixed = learning.parse_variants("per;k1=--transitions_per_item=1")
+    assert mixed == {"per": ("--prioritized_replay",), "k1": ("--transitions_per_item=1",)}
+    with pytest.raises(SystemExit, match="'perr' is neither"):
+        learning.parse_variants("preset,perr")
