@@ -105,6 +105,10 @@ class VariableContainer:
             max_priority=self._pull_max_priority(infos),
         )
 
+    def pull_max_priority(self, timeout_s: int = 10) -> Optional[float]:
+        """The published max priority alone (a restarting learner resumes from it)."""
+        return self._pull_max_priority(self._client.server_info(timeout=timeout_s))
+
     def _pull_max_priority(self, infos) -> Optional[float]:
         """The published max priority; None (and no extra call) when there is none."""
         info = infos.get(replay.MAX_PRIORITY_TABLE)

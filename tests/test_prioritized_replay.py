@@ -282,12 +282,13 @@ def test_the_published_max_priority_reaches_a_pull(per_server, reverb_server, en
     container.push_max_priority(3.5)
     container.push_max_priority(4.25)  # the latest replaces the earlier one
     assert container.pull().max_priority == 4.25
+    assert VariableContainer(per_server.localhost_client()).pull_max_priority() == 4.25
     assert priorities_lib.initial_max_priority(4.25) == 4.25
     assert priorities_lib.initial_max_priority(None) == replay.INITIAL_PRIORITY
     # A server without the table (built before prioritized replay) reads as None.
     old = VariableContainer(reverb_server.localhost_client())
     old.push(weights, train_step=1)
-    assert old.pull().max_priority is None
+    assert old.pull().max_priority is None and old.pull_max_priority() is None
     container.close()
     old.close()
 
