@@ -446,7 +446,8 @@ def importance_weights(
     replay and `replay_size` N its size in items, so the weights undo the
     bias of prioritized sampling by a fraction beta (Schaul et al. 2016);
     dividing by the batch's largest weight keeps them in (0, 1], so they only
-    ever scale updates down. Each of an item's K = `rows_per_item` rows gets
+    ever scale updates down (under a multi-replica strategy, each replica's
+    batch is normalized on its own). Each of an item's K = `rows_per_item` rows gets
     the item's weight (rows are item-major). float64 inside: N * P(i) of a
     rarely drawn item is tiny. Uniform sampling (P = 1/N) gives weights of 1.
     """
