@@ -211,7 +211,7 @@ class SacLearner:
         try:
             return fn(iterator, tf.constant(num_steps))
         except tf.errors.InvalidArgumentError as error:
-            # SacAgent (and _weighted_update) check losses with tf.debugging.check_numerics.
+            # SacAgent and weighted_sac_update check losses with tf.debugging.check_numerics.
             if "inf or nan" not in error.message:
                 raise
             raise self._non_finite(error.message.splitlines()[0]) from None
@@ -252,8 +252,9 @@ class SacLearner:
         """The traced body of `step_prioritized`: like `_train_steps`, collecting
         every step's item keys, shards and priorities in TensorArrays.
 
-        Keys travel as int64 bit patterns: uint64 has no kernels for some of the
-        ops on the way (all-gathers across replicas among them).
+        Keys travel as int64 bit patterns (a free bitcast each way), so the
+        TensorArrays and cross-replica gathers need only int64 kernels, which
+        every device has.
         """
 
         def body(i, _losses, keys, shards, priorities):
