@@ -835,3 +835,89 @@ def to_transition(rows: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
     time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), obs)
     next_time_step = ts.TimeStep(mid, reward, discount, next_obs)
     return trajectory.Transition(time_step, policy_step.PolicyStep(action, (), ()), next_time_step)
+
+
+# --- prioritized replay ---------------------------------------------------------------
+#
+# With `Hyperparams.prioritized_replay` each shard's replay table samples items
+# with probability p_i ** alpha / sum_k p_k ** alpha (Reverb's Prioritized
+# selector, alpha = priority_exponent); the learner sets p_i from |TD error|
+# (priorities.py) and weights the critic loss by importance weights
+# (sac_learner.importance_weights: the SAC update imports no Reverb). New items
+# enter at the largest priority the learner has set so far: the learner
+# publishes it in a one-item table beside the variable container, which every
+# server has whether or not it prioritizes, so that replay checkpoints written
+# with either setting restore under the other (Reverb restores a checkpoint's
+# tables with the sampler and signature they were written with, and refuses a
+# checkpoint holding a table the server does not define).
+
+MAX_PRIORITY_TABLE = "max_priority"
+MAX_PRIORITY = "max_priority"
+# The priority of new items before the learner has published one (Reverb's
+# default insert priority, and what every item has without prioritized replay).
+INITIAL_PRIORITY = 1.0
+
+
+def replay_sampler(hparams: Hyperparams) -> reverb.selectors.Selector:
+    """The replay table's sampler: Prioritized(priority_exponent) or Uniform."""
+    if hparams.prioritized_replay:
+        return reverb.selectors.Prioritized(hparams.priority_exponent)
+    return reverb.selectors.Uniform()
+
+
+def max_priority_signature() -> Dict[str, tf.TensorSpec]:
+    """Signature of the max-priority item: one float64 scalar."""
+    return {MAX_PRIORITY: tf.TensorSpec((), tf.float64, MAX_PRIORITY)}
+
+
+def max_priority_table() -> reverb.Table:
+    """The one-item table holding the largest priority the learner has set.
+
+    Build it wherever the variable container table is built, with or without
+    prioritized replay (see the section comment: checkpoints stay portable).
+    """
+    return latest_value_table(MAX_PRIORITY_TABLE, max_priority_signature())
+
+
+def check_replay_sampler(client: reverb.Client, hparams: Hyperparams, who: str) -> None:
+    """Refuses a job whose prioritized_replay setting differs from the server's table.
+
+    A learner computing importance weights for a uniform table (or an actor
+    publishing priorities nobody samples by) would train on something other
+    than what it was asked for, silently. Raises SignatureMismatchError naming
+    both sides; the server's sampler may come from a restored replay checkpoint.
+    """
+    options = table_info(client, REPLAY_TABLE).sampler_options
+    kind = options.WhichOneof("distribution")
+    server_prioritized = kind == "prioritized"
+    if server_prioritized != hparams.prioritized_replay:
+        server = (
+            f"prioritized (priority_exponent={options.prioritized.priority_exponent:g})"
+            if server_prioritized
+            else f"{kind}"
+        )
+        raise SignatureMismatchError(
+            f"The {who} runs with prioritized_replay={hparams.prioritized_replay}, but the "
+            f"server's replay table {REPLAY_TABLE!r} samples {server}. Start every job with "
+            f"the server's setting (--prioritized_replay={str(server_prioritized).lower()}); a "
+            "server restored from a replay checkpoint keeps the sampler it was written with, "
+            "so changing the setting needs a new root_dir or --replay_start_empty."
+        )
+    exponent = options.prioritized.priority_exponent
+    if server_prioritized and abs(exponent - hparams.priority_exponent) > 1e-6:
+        raise SignatureMismatchError(
+            f"The {who} runs with priority_exponent={hparams.priority_exponent:g}, but the "
+            f"server's replay table {REPLAY_TABLE!r} samples with priority_exponent="
+            f"{exponent:g}: start every job with --priority_exponent={exponent:g}."
+        )
+
+
+def check_max_priority_table(client: reverb.Client) -> None:
+    """Refuses a prioritized job on a variable server without the max-priority table."""
+    infos = client.server_info()
+    if MAX_PRIORITY_TABLE not in infos:
+        raise SignatureMismatchError(
+            f"Prioritized replay needs the table {MAX_PRIORITY_TABLE!r} beside the variable "
+            f"container, and the server has only {sorted(infos)}: it runs an older "
+            "sac-reverb-server. Restart it with this version."
+        )
