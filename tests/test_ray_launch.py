@@ -67,7 +67,7 @@ def test_bad_ray_options_are_refused(tmp_path, options, message):
 
 def test_clients_get_the_server_host_the_engine_found(tmp_path):
     launch = config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", num_actors=2)
-    configs = job_definitions.make_run_configs(launch, 4567, host="10.0.0.7")
+    configs = job_definitions.make_run_configs(launch, 4567, hosts="10.0.0.7")
     specs = job_definitions.job_specs(configs)
     assert [s.name for s in specs] == ["server", "learner", "actor_0", "actor_1", "evaluator"]
     for spec in specs[1:]:
