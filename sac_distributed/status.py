@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import reverb
 
 ACTOR_DIR_PATTERN = f"{paths.ACTOR_DIR_PREFIX}*"
+_NOT_CONNECTED = "not connected"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +148,7 @@ def read_shard(client: Optional[reverb.Client], address: str) -> ShardCounts:
     from sac_distributed.connection import TRANSIENT_ERRORS
 
     if client is None:
-        return ShardCounts(address, None, "not connected")
+        return ShardCounts(address, None, _NOT_CONNECTED)
     try:
         infos = client.server_info(timeout=5)
     except TRANSIENT_ERRORS as error:
@@ -339,6 +340,12 @@ class StatusMonitor:
         else:
             self._connect_missing()
         snapshot = read_snapshot(self._clients, self._addresses, self._root_dir)
+        unanswered = f"no answer within {self._timeout_s:g} s"
+        shards = tuple(
+            dataclasses.replace(s, error=unanswered) if s.error == _NOT_CONNECTED else s
+            for s in snapshot.shards
+        )
+        snapshot = dataclasses.replace(snapshot, shards=shards)
         for index, shard in enumerate(snapshot.shards):
             if not shard.up:
                 self._clients[index] = None  # a lost gRPC channel backs off for long: use a new one

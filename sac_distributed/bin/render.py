@@ -5,6 +5,9 @@
         --image=registry.example.com/sac-distributed:0.1.0 --output_dir=cheetah/
     sac-render --engine=kubernetes --learner_gpus=0 | kubectl apply -f -
     sac-render --engine=compose          # the `command:` of each launch/docker-compose.yml service
+    sac-render --engine=compose --num_replay_shards=2 > launch/shards.yml   # an override file:
+        # docker compose -f launch/docker-compose.yml -f launch/shards.yml up
+    sac-render --engine=kubernetes --num_replay_shards=2 --output_dir=sharded/
 
 The run flags are sac-launch's (hyperparameters, --env_name, --num_actors,
 --num_replay_shards, --num_envs, --strategy, --connect_timeout, ...; defined
@@ -81,7 +84,7 @@ def _render_args(argv) -> str:
 def main() -> int:
     launch = _launch_config()
     if FLAGS.engine == "compose":
-        sys.stdout.write(manifests.to_yaml([{"services": _compose_services(launch)}]))
+        sys.stdout.write(manifests.to_yaml([{"services": manifests.compose_services(launch)}]))
         return 0
     files = manifests.kubernetes_manifests(launch, _cluster_config())
     header = HEADER.format(args=_render_args(sys.argv))
@@ -95,11 +98,6 @@ def main() -> int:
             f.write(header + manifests.to_yaml(documents))
     print(f"sac-render: wrote {len(files)} files to {FLAGS.output_dir}", flush=True)
     return 0
-
-
-def _compose_services(launch: config_lib.LaunchConfig) -> dict:
-    commands = manifests.compose_commands(launch)
-    return {service: {"command": argv} for service, argv in commands.items()}
 
 
 def run() -> None:
