@@ -243,7 +243,10 @@ class Supervisor:
         self._wait_or_kill(clients, "to stop")
         servers = [j for n, j in self._jobs.items() if is_server(n)]
         if self._before_servers_stop is not None and clients:
-            self._before_servers_stop()
+            try:
+                self._before_servers_stop()
+            except Exception as error:  # noqa: BLE001  (a report must not keep servers up)
+                self._say(f"could not read the servers before stopping them: {error}")
         for job in servers:
             job.signal(signal.SIGTERM)
         its = "its replay checkpoint" if len(servers) == 1 else "their replay checkpoints"

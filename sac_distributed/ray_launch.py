@@ -440,7 +440,10 @@ class RayRun:
         clients = [a for n, a in self._actors.items() if not is_server(n)]
         self._stop(clients, "clients")
         if self._before_servers_stop is not None:
-            self._before_servers_stop()
+            try:
+                self._before_servers_stop()
+            except Exception as error:  # noqa: BLE001  (a report must not keep servers up)
+                self._say(f"could not read the servers before stopping them: {error}")
         servers = [a for n, a in self._actors.items() if is_server(n)]
         self._stop(servers, "servers")
         # Each run() call writes its job's last log line and cleans up as it returns.
