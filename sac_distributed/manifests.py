@@ -184,6 +184,15 @@ def job_commands(
     return commands
 
 
+def replay_mounts(num_shards: int) -> List[str]:
+    """Where each server pod mounts its own replay volume: at every shard's replay
+    checkpoint directory, because the replicas share one pod template and pod i
+    writes to shard i's (`paths.replay_checkpoint_dir(DATA_DIR, i)` once the
+    shards have their own: replay_checkpoints, replay_checkpoints_shard<i>).
+    The paths of the other shards are unused aliases of the same volume."""
+    return [REPLAY_MOUNT] + [f"{REPLAY_MOUNT}_shard{shard}" for shard in range(1, num_shards)]
+
+
 def kubernetes_server_hosts(num_shards: int) -> List[str]:
     """Each shard's host name in the cluster: the Service, or pod i of the headless one."""
     name = name_of(job_definitions.SERVER)
@@ -405,7 +414,8 @@ def _server(command: List[str], num_shards: int, cluster: KubernetesConfig) -> d
         readinessProbe=_exec_probe(period_s=10, failures=3),
         livenessProbe=_exec_probe(period_s=10, failures=3),
     )
-    container["volumeMounts"].append({"name": REPLAY_CLAIM, "mountPath": REPLAY_MOUNT})
+    for path in replay_mounts(num_shards):
+        container["volumeMounts"].append({"name": REPLAY_CLAIM, "mountPath": path})
     replay = _claim(REPLAY_CLAIM, "ReadWriteOnce", cluster.replay_volume_size, cluster)
     del replay["apiVersion"], replay["kind"]
     spec: Dict[str, Any] = {"serviceName": name_of(job)}

@@ -459,6 +459,9 @@ def test_sharded_manifests_validate_and_give_each_pod_its_shard(sharded):
     assert server["spec"]["podManagementPolicy"] == "Parallel"
     (claim,) = server["spec"]["volumeClaimTemplates"]  # one replay volume per pod
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    replay = [m["mountPath"] for m in container(server)["volumeMounts"] if m["name"] == "replay"]
+    data = manifests.DATA_DIR
+    assert replay == [f"{data}/replay_checkpoints", f"{data}/replay_checkpoints_shard1"]
     (env,) = container(server)["env"]
     assert env["name"] == manifests.SHARD_VARIABLE
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == (

@@ -236,6 +236,20 @@ def test_binary_once_prints_one_snapshot(server_address, client, fill_replay, tm
 
 
 @pytest.mark.slow
+def test_binary_shows_a_down_shard_and_exits_0(server_address, fill_replay, free_port):
+    fill_replay(64)
+    down = f"localhost:{free_port()}"
+    result = _status_cli(
+        f"--server={server_address},{down}", "--once", "--interval=0.5", "--connect_timeout=1"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert f"Reverb servers {server_address},{down} (2 replay shards, 1 up)" in out
+    assert f"shard 0 {server_address}: up, 64 / {CAPACITY} items" in out
+    assert f"shard 1 {down}: DOWN (no answer within 1 s)" in out
+
+
+@pytest.mark.slow
 def test_binary_unreachable_server_exits_2(free_port):
     address = f"localhost:{free_port()}"
     result = _status_cli(f"--server={address}", "--once", "--connect_timeout=1")
