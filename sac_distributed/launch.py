@@ -143,19 +143,25 @@ class Supervisor:
 
     def run(self, poll_s: float = 0.2) -> LaunchResult:
         os.makedirs(self._log_dir, exist_ok=True)
-        waited = [s for s in self._specs if s.name in self._server_ports]
+        """Runs the jobs to the end; the result's exit codes are those after the stop."""
         try:
-            for spec in waited:
-                self._start(spec)
-            not_ready = self._wait_for_servers(poll_s)
-            if not_ready is not None:
-                return not_ready
-            for spec in self._specs:
-                if spec.name not in self._jobs:
-                    self._start(spec)
-            return self._watch(poll_s)
+            result = self._start_and_watch(poll_s)
         finally:
             self._stop_all()
+        codes = {name: job.process.poll() for name, job in self._jobs.items()}
+        return dataclasses.replace(result, exit_codes=codes)
+
+    def _start_and_watch(self, poll_s: float) -> LaunchResult:
+        for spec in self._specs:
+            if spec.name in self._server_ports:
+                self._start(spec)
+        not_ready = self._wait_for_servers(poll_s)
+        if not_ready is not None:
+            return not_ready
+        for spec in self._specs:
+            if spec.name not in self._jobs:
+                self._start(spec)
+        return self._watch(poll_s)
 
     def _start(self, spec: JobSpec) -> None:
         self._jobs[spec.name] = _Job(
@@ -318,15 +324,15 @@ def print_shards(
     """
     for index, (shard, name) in enumerate(zip(shards, server_names(len(shards)))):
         code = exit_codes.get(name)
-        ended = "still running" if code is None else f"exit code {code}"
+        ended = "" if code is None else f"; exit code {code}"
         if shard.replay is None:
             console.write(
                 f"Replay shard {index} ({name}, {shard.address}): did not answer at the end "
-                f"({shard.error}); {ended}\n"
+                f"({shard.error}){ended}\n"
             )
             continue
         r, k = shard.replay, shard.replay.transitions_per_item
         console.write(
             f"Replay shard {index} ({name}, {shard.address}): {k * r.size} of {k * r.max_size} "
-            f"transitions stored, {k * r.inserts} inserted, {k * r.samples} sampled; {ended}\n"
+            f"transitions stored, {k * r.inserts} inserted, {k * r.samples} sampled{ended}\n"
         )
