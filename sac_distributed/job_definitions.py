@@ -1,14 +1,13 @@
 """Portable job definitions: which program each job of a run is, with which flags.
 
 A run is S Reverb servers (replay shards; one by default), one learner, N
-actors and one evaluator. Their
-settings are the typed job configs of `config.py`, gathered in `RunConfigs`;
-`job_specs()` turns them into `JobSpec`s (a name, the binary's module, its
-flags). Every flag is written from a config field by `config_flags()`, named
-as the field (without a `_s` unit suffix: `connect_timeout_s` is
-`--connect_timeout`), so there is no list of flag names to keep in step with
-the binaries; a test parses each definition with the real binary and gets the
-same config back.
+actors and one evaluator. Their settings are the typed job configs of
+`config.py`, gathered in `RunConfigs`; `job_specs()` turns them into
+`JobSpec`s (a name, the binary's module, its flags). Every flag is written
+from a config field by `config_flags()`, named as the field (without a `_s`
+unit suffix: `connect_timeout_s` is `--connect_timeout`), so there is no list
+of flag names to keep in step with the binaries; a test parses each definition
+with the real binary and gets the same config back.
 
 Replay shards: every server is an ordinary sac-reverb-server that holds
 1/S of the replay (`--num_replay_shards=S --replay_shard=i`); every client gets

@@ -12,8 +12,8 @@
 The run flags are sac-launch's (hyperparameters, --env_name, --num_actors,
 --num_replay_shards, --num_envs, --strategy, --connect_timeout, ...; defined
 once in bin/_run_flags.py, with two actor replicas by default here) and go
-through the same job definitions (`sac_distributed.manifests`). --root_dir is the path inside the
-containers, on the volume mounted at /data.
+through the same job definitions (`sac_distributed.manifests`). --root_dir is
+the path inside the containers, on the volume mounted at /data.
 """
 
 import os
