@@ -30,7 +30,7 @@ from absl import logging
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.replay import REPLAY_TABLE, make_dataset, stored_items, wait_for_table_size
+from sac_distributed.replay import REPLAY_TABLE, make_dataset, table_info, wait_for_table_size
 from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
 from sac_distributed.sac_learner import Diagnostics, Losses, SacLearner
@@ -298,7 +298,16 @@ class LearnerLoop:
         """`_wait_for_data` over several shards: their items together count."""
         needed = self._hp.min_replay_items
         while not self._should_stop():
-            items = stored_items(self._connection.live_clients())
+            sizes = []
+            for client in self._connection.live_clients():
+                try:
+                    sizes.append(table_info(client, REPLAY_TABLE).current_size)
+                except TRANSIENT_ERRORS:
+                    continue  # a lost shard: the others may hold enough
+            if not sizes:
+                # Like one lost server: start() reconnects, waiting up to connect_timeout.
+                raise ServerLostError("no replay shard answers while waiting for warm replay")
+            items = sum(sizes)
             if items >= needed:
                 return True
             logging.log_every_n_seconds(

@@ -7,6 +7,8 @@ with the real binaries kills a shard mid-run and checks that the run goes on,
 the shard comes back from its checkpoint, and every transition is accounted for.
 """
 
+import dataclasses
+import logging
 import os
 import re
 import signal
@@ -18,8 +20,8 @@ import portpicker
 import pytest
 import reverb
 import tensorflow as tf
-from conftest import ENV_NAME, random_transitions, small_hparams, wait_for_size
-from proc_utils import DEADLINE_S, read, start, stop, wait_all, wait_for_log
+from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
+from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, replay
@@ -27,6 +29,7 @@ from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
 from sac_distributed.connection import Connection
 from sac_distributed.errors import SignatureMismatchError
+from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 
 POLL_S = 120.0  # generous: a deadline only stops a hang
@@ -40,7 +43,7 @@ def _shard_config(hparams, num_shards: int, shard: int, root: str) -> config_lib
 
 @pytest.fixture
 def shards(env_specs, tmp_path):
-    """`shards(num_shards, hparams=None, ports=None)` -> S in-process servers, stopped at the end."""
+    """`shards(num_shards, hparams=None, ports=None)` -> S in-process servers (stopped after)."""
     started = []
 
     def build(num_shards: int, hparams=None, ports=None):
@@ -265,3 +268,230 @@ def _wait(condition, what: str, deadline_s: float = POLL_S) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"waited {deadline_s} s for {what}"
         time.sleep(0.2)
+
+
+# --- the learner drops a dead shard and takes it back ----------------------------------
+
+
+def _sampled(server) -> int:
+    info = replay.table_info(server.localhost_client(), replay.REPLAY_TABLE)
+    return info.rate_limiter_info.sample_stats.completed
+
+
+def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
+    shards, env_specs, root_dir, caplog
+):
+    caplog.set_level(logging.INFO, logger="absl")
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    servers = shards(2, ports=ports)
+    for shard, server in enumerate(servers):
+        _fill(server, env_specs, 96, reward=float(shard))
+    addresses = ",".join(f"localhost:{p}" for p in ports)
+    config = learner_config(root_dir, addresses, steps_per_call=5)
+    config = dataclasses.replace(
+        config,
+        hparams=small_hparams(num_iterations=1_000_000),
+        client=config_lib.ClientConfig(addresses, f"localhost:{ports[0]}", connect_timeout_s=60),
+    )
+    stop = threading.Event()
+    connection = Connection(config.client, "learner", stop.is_set)
+    connection.open()
+    strategy = tf.distribute.get_strategy()
+    loop = LearnerLoop(config, env_specs, strategy, connection, Metrics(None), stop.is_set)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        _wait(lambda: loop.step >= 10 and loop.shards_in_use == (0, 1), "training on 2 shards")
+        assert _sampled(servers[1]) > 0
+        servers[1].stop()
+        _wait(lambda: loop.shards_in_use == (0,), "the learner to drop shard 1")
+        step = loop.step
+        _wait(lambda: loop.step > step + 10, "training on shard 0 alone")
+        servers[1] = reverb.Server(
+            replay.make_tables(_shard_config(small_hparams(), 2, 1, root_dir), env_specs),
+            port=ports[1],
+        )
+        _fill(servers[1], env_specs, 96, reward=1.0)
+        _wait(lambda: loop.shards_in_use == (0, 1), "the learner to take shard 1 back")
+        _wait(lambda: _sampled(servers[1]) > 0, "samples from the restarted shard 1")
+    finally:
+        stop.set()
+        thread.join(POLL_S)
+        servers[1].stop()
+    assert not thread.is_alive()
+    assert connection.reconnects == 0  # the variable container was never reconnected
+    assert caplog.text.count("lost replay shard 1") == 1
+    assert "samples from replay shards [0, 1] again" in caplog.text
+
+
+# --- the real binaries: a shard SIGKILLed mid-run ------------------------------------
+
+# More than the test lets it run: the test stops the learner with SIGTERM once
+# the shard has rejoined, so how fast a busy machine trains does not matter.
+E2E_ITERATIONS = 1_000_000
+E2E_FLAGS = [
+    f"--env_name={ENV_NAME}",
+    f"--num_iterations={E2E_ITERATIONS}",
+    "--initial_collect_steps=200",
+    "--replay_buffer_capacity=20000",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=100000",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=100000",
+    "--samples_per_insert=0",  # actors run free, so the kill does not stall the learner
+]
+CONFIRMED = re.compile(
+    r"Actor (\d+): (\d+) transitions confirmed by the server(?:, (\d+) sent but unconfirmed)?"
+)
+
+
+class ShardedRun:
+    """Two replay shards, a learner and two actors on localhost, one root_dir."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.ports = [portpicker.pick_unused_port() for _ in range(2)]
+        replay_address = ",".join(f"localhost:{p}" for p in self.ports)
+        self.client_flags = [
+            f"--root_dir={root}",
+            *E2E_FLAGS,
+            f"--replay_buffer_server_address={replay_address}",
+            f"--variable_container_server_address=localhost:{self.ports[0]}",
+            "--connect_timeout=600",
+        ]
+        self.procs = {}
+
+    def log(self, name: str) -> str:
+        return os.path.join(self.root, f"{name}.log")
+
+    def start_shard(self, shard: int) -> None:
+        flags = [
+            f"--root_dir={self.root}",
+            *E2E_FLAGS,
+            f"--port={self.ports[shard]}",
+            "--num_replay_shards=2",
+            f"--replay_shard={shard}",
+            "--stats_interval=5",
+            "--replay_checkpoint_interval=2",
+        ]
+        name = f"shard{shard}"
+        self.procs[name] = start("reverb_server", flags, self.log(name))
+
+    def start_clients(self) -> None:
+        learner = ["--checkpoint_interval=100000", "--summary_interval=200"]
+        self.procs["learner"] = start("learner", self.client_flags + learner, self.log("learner"))
+        for task in range(2):
+            flags = self.client_flags + [f"--task={task}", "--variable_update_interval=100"]
+            self.procs[f"actor{task}"] = start("actor", flags, self.log(f"actor{task}"))
+
+    def table(self, shard: int):
+        """Shard `shard`'s replay TableInfo, from a fresh client, waiting for the server."""
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                client = reverb.Client(f"localhost:{self.ports[shard]}")
+                return client.server_info(timeout=2)[replay.REPLAY_TABLE]
+            except (reverb.errors.DeadlineExceededError, RuntimeError):
+                assert time.monotonic() < deadline, f"shard {shard} never answered"
+                time.sleep(0.2)
+
+    def counts(self, shard: int) -> replay.TransitionCounts:
+        return replay.transition_counts(self.table(shard))
+
+    def cleanup(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def sharded_run(tmp_path):
+    run = ShardedRun(str(tmp_path))
+    yield run
+    run.cleanup()
+
+
+def _settled_inserts(run: ShardedRun, shard: int) -> int:
+    """The shard's insert count once two reads 0.5 s apart agree (its writer is paused)."""
+    previous = -1
+    deadline = time.monotonic() + POLL_S
+    while time.monotonic() < deadline:
+        inserted = run.counts(shard).inserted
+        if inserted == previous:
+            return inserted
+        previous = inserted
+        time.sleep(0.5)
+    raise AssertionError(f"shard {shard}'s inserts never settled")
+
+
+@pytest.mark.slow
+def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sharded_run):
+    run = sharded_run
+    run.start_shard(0)
+    run.start_shard(1)
+    run.start_clients()
+    wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, run.procs)
+    # The learner samples from both shards, each fed by its own actor.
+    _wait(lambda: all(run.counts(s).sampled > 0 for s in (0, 1)), "samples from both shards")
+    mark = len(read(run.log("shard1")))
+    wait_for_log(run.log("shard1"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
+
+    # Pause shard 1's only writer to read its insert count at the kill, then kill it.
+    os.kill(run.procs["actor1"].pid, signal.SIGSTOP)
+    inserted_at_kill = _settled_inserts(run, 1)
+    run.procs.pop("shard1").kill()
+    os.kill(run.procs["actor1"].pid, signal.SIGCONT)
+    learner_mark = len(read(run.log("learner")))
+    actor_mark = len(read(run.log("actor1")))
+    for log, pattern in [
+        ("actor1", r"writing to replay shard 0 \(home shard 1\)"),
+        ("learner", r"lost replay shard 1"),
+        ("learner", r"sampling from replay shards \[0\]"),
+    ]:
+        wait_for_log(run.log(log), pattern, DEADLINE_S, run.procs)
+    assert "reconnected" not in read(run.log("learner"))[learner_mark:]
+    assert "reconnected" not in read(run.log("actor1"))[actor_mark:]
+
+    run.start_shard(1)  # same port and root_dir: restores its own replay checkpoint
+    restored = run.counts(1)
+    # Reverb's checkpoint restores the rate limiter's insert count with the items.
+    tail = inserted_at_kill - restored.inserted
+    assert restored.stored > 0 and 0 <= tail < inserted_at_kill, (restored, inserted_at_kill)
+    print(
+        f"[figure] shard 1 SIGKILL: {restored.inserted} of {inserted_at_kill} inserts restored "
+        f"from its checkpoint; post-checkpoint tail lost: {tail} transitions"
+    )
+    for log, pattern in [
+        ("learner", r"samples from replay shards \[0, 1\] again"),
+        ("actor1", r"writing to replay shard 1 \(home shard 1\)"),
+    ]:
+        wait_for_log(run.log(log), pattern, DEADLINE_S, run.procs)
+    _wait(lambda: run.counts(1).sampled > restored.sampled, "the learner to sample shard 1 again")
+    assert "reconnected" not in read(run.log("learner"))[learner_mark:]
+
+    # The run ends as an operator ends it: learner first (it checkpoints and
+    # exports), then the actors, which drain their inserts into the live shards.
+    assert stop(run.procs.pop("learner")) == 0
+    for task in (0, 1):
+        assert stop(run.procs.pop(f"actor{task}")) == 0
+    assert "stop signal" in read(run.log("learner"))
+    final = [run.counts(s).inserted for s in (0, 1)]
+    for shard in (0, 1):
+        assert stop(run.procs[f"shard{shard}"]) == 0
+
+    written = unconfirmed = 0
+    for task in (0, 1):
+        match = CONFIRMED.findall(read(run.log(f"actor{task}")))[-1]
+        written += int(match[1])
+        unconfirmed += int(match[2] or 0)
+    # What the shards received, counting the killed shard's lost tail, is what
+    # the actors wrote, give or take what was sent but never acknowledged.
+    received = final[0] + final[1] + tail
+    print(
+        f"[figure] actors wrote {written} (+{unconfirmed} unconfirmed); shards received "
+        f"{final[0]} + {final[1]} + {tail} (lost tail) = {received}"
+    )
+    assert written <= received <= written + unconfirmed
