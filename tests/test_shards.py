@@ -290,7 +290,7 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     config = learner_config(root_dir, addresses, steps_per_call=5)
     config = dataclasses.replace(
         config,
-        hparams=small_hparams(num_iterations=1_000_000),
+        hparams=small_hparams(num_iterations=1_000_000, policy_save_interval=1_000_000),
         client=config_lib.ClientConfig(addresses, f"localhost:{ports[0]}", connect_timeout_s=60),
     )
     stop = threading.Event()
