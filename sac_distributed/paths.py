@@ -21,7 +21,7 @@ without importing TensorFlow, the learner or the evaluator.
       server_shard<i>/                summaries of replay shard i > 0
       replay_checkpoints/<time>/      Reverb checkpoints (.writing/, .unreadable/)
       replay_checkpoints_shard<i>/    those of replay shard i > 0 (shard 0: the above)
-      replay_checkpoints*/server.lock flock of the server serving that shard
+      server.lock, server_shard<i>.lock  flock of the server serving that replay shard
       logs/<job>.log                  per-process logs written by sac-launch
 
 A new file in the run directory gets its name here, next to its neighbours.
@@ -60,7 +60,7 @@ REPLAY_WRITING_DIR = ".writing"  # the replay checkpoint being written
 REPLAY_UNREADABLE_DIR = ".unreadable"  # replay checkpoints that failed to load
 REPLAY_SIZES_FILE = "sac_file_sizes.json"  # in each adopted replay checkpoint
 SHARD_SUFFIX = "_shard"  # replay shard i > 0: replay_checkpoints_shard<i>, server_shard<i>
-SERVER_LOCK_FILE = "server.lock"  # in the shard's replay checkpoint dir
+SERVER_LOCK_NAME = "server"  # server.lock, server_shard<i>.lock: ShardLock's flock
 
 # --- the local launcher ------------------------------------------------------
 LOG_DIR = "logs"  # logs/<job>.log
@@ -129,7 +129,7 @@ def replay_checkpoint_dir(root_dir: str, shard: int = 0) -> str:
 
 def server_lock_path(root_dir: str, shard: int = 0) -> str:
     """The flock held by the server that serves replay shard `shard` of root_dir."""
-    return os.path.join(replay_checkpoint_dir(root_dir, shard), SERVER_LOCK_FILE)
+    return os.path.join(root_dir, _sharded(SERVER_LOCK_NAME, shard) + ".lock")
 
 
 def log_dir(root_dir: str) -> str:

@@ -195,8 +195,9 @@ def test_a_second_server_for_the_same_shard_is_refused_but_other_shards_coexist(
         with pytest.raises(RunOwnedError, match="already serves replay shard 1"):
             with ShardLock(_shard_config(hparams, 2, 1, root)):
                 pass
-    assert os.path.isdir(paths.replay_checkpoint_dir(root, 1))
+    assert os.path.exists(paths.server_lock_path(root, 1))
     assert paths.replay_checkpoint_dir(root, 0) == paths.replay_checkpoint_dir(root)
+    assert paths.replay_checkpoint_dir(root, 1).endswith("replay_checkpoints_shard1")
 
 
 # --- an actor moves away from a dead home shard and back --------------------------------
