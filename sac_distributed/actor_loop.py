@@ -160,6 +160,7 @@ class ActorLoop:
         self._writer = replay.TransitionWriter(
             self._connection.shards[self._shard], self._config.hparams.transitions_per_item
         )
+        self._writer_booked = False
 
     def _open_container(self) -> None:
         self._container = VariableContainer(self._connection.variables)
@@ -250,7 +251,10 @@ class ActorLoop:
                 return
 
     def _close_writer(self, timeout_ms: int) -> None:
-        """Closes the writer and books what it wrote (and dropped) into the stats."""
+        """Closes the writer and books what it wrote (and dropped) into the stats, once."""
+        if self._writer_booked:
+            return
+        self._writer_booked = True
         self._writer.close(timeout_ms=timeout_ms)
         written = self._writer.transitions_written
         self.stats.transitions_written += written
