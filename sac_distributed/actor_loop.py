@@ -78,6 +78,8 @@ class ActorLoop:
         self._envs = envs
         self._connection = connection
         self._home = config.task % connection.num_shards
+        # New items' priority: the learner's published max with prioritized replay.
+        self._insert_priority = replay.INITIAL_PRIORITY
         self._shard = self._home
         self._next_home_probe = 0.0
         self.stats = ActorStats()
@@ -158,7 +160,9 @@ class ActorLoop:
     def _open_writer(self) -> None:
         # Checks that the shard's table stores the same transitions_per_item.
         self._writer = replay.TransitionWriter(
-            self._connection.shards[self._shard], self._config.hparams.transitions_per_item
+            self._connection.shards[self._shard],
+            self._config.hparams.transitions_per_item,
+            priority=self._insert_priority,
         )
         self._writer_booked = False
 
@@ -432,6 +436,8 @@ class ActorLoop:
         if snapshot is None:
             return
         self._learner_done = snapshot.learner_done
+        if snapshot.max_priority is not None:  # prioritized replay: new items enter at the max
+            self._insert_priority = self._writer.priority = snapshot.max_priority
         if snapshot.train_step == self._policy_train_step:
             return
         if self._policy_train_step is not None:

@@ -27,6 +27,7 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
+from sac_distributed import priorities
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
@@ -190,6 +191,8 @@ class LearnerLoop:
             max_checkpoints_to_keep=config.max_checkpoints_to_keep,
         )
         self._iterator = None
+        # Prioritized replay: sends |TD error| priorities to the shards, off the hot path.
+        self._updater: Optional[priorities.PriorityUpdater] = None
         self._shards_in_use: Tuple[int, ...] = ()
         self._next_rejoin_check = 0.0
         self._watchdog = Watchdog(connection.replay_addresses)
@@ -229,6 +232,7 @@ class LearnerLoop:
         """
         while True:
             try:
+                self._start_priority_updater()
                 self.publish()
                 if self.step < self._hp.num_iterations and not self._wait_for_data():
                     return False
@@ -278,6 +282,8 @@ class LearnerLoop:
                 per_replica,
                 rate_limiter_timeout_ms=SAMPLE_TIMEOUT_MS,
                 transitions_per_item=self._hp.transitions_per_item,  # checked on the server
+                with_sample_info=self._hp.prioritized_replay,
+                shard_ids=shards,
             )
 
         dataset = self.learner.strategy.distribute_datasets_from_function(dataset_fn)
@@ -328,7 +334,13 @@ class LearnerLoop:
         step = self.step
         to_event = min(trigger.steps_to_next(step) for trigger in self._schedule)
         n = max(1, min(self._config.steps_per_call, to_event, target - step))
-        self._last_losses = self._watchdog.call("train", self.learner.step, self._iterator, n)
+        if self._updater is None:
+            self._last_losses = self._watchdog.call("train", self.learner.step, self._iterator, n)
+        else:
+            self._last_losses, update = self._watchdog.call(
+                "train", self.learner.step_prioritized, self._iterator, n
+            )
+            self._updater.submit(*update)
         self._connection.made_progress()
         self._check_owner()
         for trigger in self._schedule:
@@ -423,11 +435,36 @@ class LearnerLoop:
     def publish(self, done: bool = False) -> int:
         """Pushes weights, train_step and observation statistics to the container."""
         variables = self.learner.variables()
-        return self._container.push(
+        pushed = self._container.push(
             variables.policy_weights,
             variables.train_step,
             learner_done=done,
             normalization=variables.normalization,
+        )
+        if self._updater is not None:
+            self._container.push_max_priority(self._updater.max_priority)
+        return pushed
+
+    def _start_priority_updater(self) -> None:
+        """With prioritized replay: the updater, its running max resumed from the
+        published one (a restarted learner keeps inserting at the same level)."""
+        if not self._hp.prioritized_replay or self._updater is not None:
+            return
+        published = self._container.pull_max_priority()
+        self._updater = priorities.PriorityUpdater(
+            self._connection.replay_addresses,
+            initial_max_priority=priorities.initial_max_priority(published),
+        )
+
+    def _close_priority_updater(self) -> None:
+        if self._updater is None:
+            return
+        not_sent = self._updater.close()
+        logging.info(
+            "Priority updates: %d sent, %d dropped (shard down), %d not sent at exit.",
+            self._updater.sent,
+            self._updater.dropped,
+            not_sent,
         )
 
     def _summarize(self) -> None:
@@ -455,6 +492,7 @@ class LearnerLoop:
         self.learner.save_checkpoint()
         self.learner.export_policies()
         self._publish_final(done=reason == "num_iterations reached")
+        self._close_priority_updater()
         self._metrics.flush()
         t0, s0 = self._start
         rate = (self.step - s0) / max(time.monotonic() - t0, 1e-9)

@@ -49,7 +49,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions
+from sac_distributed import job_definitions, paths
 from sac_distributed.config import ConfigError, LaunchConfig
 
 ENGINES = ("kubernetes", "compose")
@@ -96,7 +96,6 @@ COMPONENTS = {
 DATA_CLAIM = "sac-data"  # root_dir, shared by every pod (ReadWriteMany)
 DATA_ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 REPLAY_CLAIM = "replay"  # the server's replay checkpoints (its own ReadWriteOnce volume)
-REPLAY_MOUNT = f"{DATA_DIR}/replay_checkpoints"  # paths.REPLAY_CHECKPOINT_DIR under root_dir
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 APP = "sac-distributed"
@@ -186,11 +185,10 @@ def job_commands(
 
 def replay_mounts(num_shards: int) -> List[str]:
     """Where each server pod mounts its own replay volume: at every shard's replay
-    checkpoint directory, because the replicas share one pod template and pod i
-    writes to shard i's (`paths.replay_checkpoint_dir(DATA_DIR, i)` once the
-    shards have their own: replay_checkpoints, replay_checkpoints_shard<i>).
-    The paths of the other shards are unused aliases of the same volume."""
-    return [REPLAY_MOUNT] + [f"{REPLAY_MOUNT}_shard{shard}" for shard in range(1, num_shards)]
+    checkpoint directory (`paths.replay_checkpoint_dir`), because the replicas
+    share one pod template and pod i writes to shard i's. The paths of the
+    other shards are unused aliases of the same volume."""
+    return [paths.replay_checkpoint_dir(DATA_DIR, shard) for shard in range(num_shards)]
 
 
 def kubernetes_server_hosts(num_shards: int) -> List[str]:

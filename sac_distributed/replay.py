@@ -376,21 +376,23 @@ def latest_value_table(name: str, signature: object) -> reverb.Table:
 
 
 def make_tables(config: ServerConfig, env_specs: EnvSpecs) -> list:
-    """The replay table and the variable container table, signatures included.
+    """The replay table, the variable container table and the max-priority table.
 
-    Every shard has both tables; the variable table is used only on the server
-    that jobs name as their variable container (launchers pass shard 0).
+    Every shard has all three; the variable and max-priority tables are used
+    only on the server that jobs name as their variable container (launchers
+    pass shard 0). The max-priority table exists with or without prioritized
+    replay, so replay checkpoints restore under either setting.
     """
     replay = reverb.Table(
         name=REPLAY_TABLE,
-        sampler=reverb.selectors.Uniform(),
+        sampler=replay_sampler(config.hparams),
         remover=reverb.selectors.Fifo(),
         max_size=shard_capacity_items(config.hparams, config.num_replay_shards),
         rate_limiter=make_rate_limiter(config),
         signature=transition_signature(env_specs, config.hparams.transitions_per_item),
     )
     variables = latest_value_table(VARIABLE_TABLE, variable_signature(env_specs, config.hparams))
-    return [replay, variables]
+    return [replay, variables, max_priority_table()]
 
 
 def validate_server_config(config: ServerConfig) -> None:
@@ -493,6 +495,7 @@ def check_server_tables(
             f"The {who}'s transition spec",
         )
         check_transitions_per_item(client, hparams.transitions_per_item, who)
+        check_replay_sampler(client, hparams, who)
         if len(replay_clients) > 1:
             check_shard_capacity(client, address, hparams, len(replay_clients))
     check_table_signature(
@@ -501,6 +504,8 @@ def check_server_tables(
         variable_signature(specs, hparams),
         f"The {who}'s policy variable spec",
     )
+    if hparams.prioritized_replay:
+        check_max_priority_table(variables_client)
 
 
 def check_shard_capacity(
@@ -849,6 +854,7 @@ def make_dataset(
     transitions_per_item: Optional[int] = None,
     num_parallel_datasets: int = DEFAULT_PARALLEL_DATASETS,
     with_sample_info: bool = False,
+    shard_ids: Optional[Sequence[int]] = None,
 ) -> tf.data.Dataset:
     """Batches of `batch_size` `Transition`s sampled uniformly from the replay.
 
@@ -864,9 +870,14 @@ def make_dataset(
     With `rate_limiter_timeout_ms >= 0` the dataset ends when a table's rate
     limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
-    With `with_sample_info` it yields `(Transition, SampleInfo)`.
+    With `with_sample_info` it yields `(Transition, SampleInfo)`; its `shard`
+    is `shard_ids[i]` for `addresses[i]` (default i), so a learner sampling
+    from some of its shards can name them by their index in the whole job.
     """
     addresses = [addresses] if isinstance(addresses, str) else list(addresses)
+    shard_ids = list(range(len(addresses))) if shard_ids is None else list(shard_ids)
+    if len(shard_ids) != len(addresses):
+        raise ValueError(f"shard_ids {shard_ids} do not match the addresses {addresses}.")
     k = 0
     for address in addresses:
         k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
@@ -904,7 +915,7 @@ def make_dataset(
         share = items / items_per_batch
         parts.append(
             stream.batch(items, drop_remainder=True).map(
-                functools.partial(_with_info, shard=shard, share=share)
+                functools.partial(_with_info, shard=shard_ids[shard], share=share)
             )
         )
     dataset = parts[0] if len(parts) == 1 else tf.data.Dataset.zip(tuple(parts)).map(_concat)

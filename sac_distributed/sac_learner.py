@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import logging
 from tf_agents.agents.sac import sac_agent
 from tf_agents.policies import greedy_policy, policy_saver
+from tf_agents.trajectories import trajectory
 from tf_agents.utils import common, object_identity
 
 from sac_distributed import agent as agent_lib
@@ -303,6 +304,8 @@ class SacLearner:
         """Policy entropy estimate -E[log pi(a|s)] and mean Q1(s, a ~ pi) on one batch."""
 
         def replica_fn(experience):
+            if not isinstance(experience, trajectory.Transition):
+                experience = experience[0]  # (Transition, SampleInfo) with prioritized replay
             time_steps = experience.time_step
             # SacAgent's own sampler, so the estimate matches what the loss sees.
             actions, log_pi = self.agent._actions_and_log_probs(time_steps)  # noqa: SLF001
