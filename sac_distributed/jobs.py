@@ -42,11 +42,12 @@ def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float]
     with ShardLock(config):
         server = make_server(config)
         logging.info(
-            "Reverb server for %s listening on port %d (tables %s, %s; replay shard %d of %d).",
+            "Reverb server for %s listening on port %d (tables %s, %s, %s; replay shard %d of %d).",
             config.env_name,
             server.port,
             replay.REPLAY_TABLE,
             replay.VARIABLE_TABLE,
+            replay.MAX_PRIORITY_TABLE,
             config.replay_shard,
             config.num_replay_shards,
         )
