@@ -11,7 +11,9 @@ Each run trains to an env-step budget and leaves the evaluator's results.csv
 
 All three get the same preset hyperparameters (plus --common_flags); a
 variant (`--variants="k1=--transitions_per_item=1;lag100=..."`) adds flags to
-ours only, for ablations. Finished runs are kept under
+ours only, for ablations; the named variants in `NAMED_VARIANTS` may be given by
+name alone (`--variants=preset,per`: the preset without and with prioritized
+replay). Finished runs are kept under
 OUT/runs/<env>/<system>-<variant>/seed<N>/ (results.csv + run.json) and never
 redone, so a sweep resumes where it stopped. After every run OUT/summary.md,
 OUT/summary.json and OUT/<env>.png are rewritten from everything in OUT.
@@ -44,6 +46,8 @@ SYSTEMS = ("ours", "stock", "sb3")
 DEFAULT_OUT = os.path.join(_HERE, "results", "learning")
 DEFAULT_SB3_PYTHON = os.path.join(_HERE, ".venv-sb3", "bin", "python")
 RUN_FILE = "run.json"
+# Variants that --variants accepts by name alone (comma-separated, or mixed with name=flags).
+NAMED_VARIANTS = {"preset": "", "per": "--prioritized_replay"}
 RESULTS_FILE = "results.csv"
 
 
@@ -289,7 +293,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--eval_every", type=int, default=1_000, help="env steps between evaluations")
     p.add_argument("--num_eval_episodes", type=int, default=10)
     p.add_argument("--utd", type=float, default=1.0, help="SGD steps per env step (update/data)")
-    p.add_argument("--variants", default="", help="ours only: name=--flags;name2=--flags")
+    p.add_argument(
+        "--variants",
+        default="",
+        help=f"ours only: name=--flags;name2=--flags, or named ones ({','.join(NAMED_VARIANTS)})",
+    )
     p.add_argument("--common_flags", default="", help="hyperparameter flags for every system")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (one per ~2 cores)")
     p.add_argument("--out", default=DEFAULT_OUT, help="results (small files, commit them)")
@@ -307,7 +315,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}.")
-    args.variants = parse_named_flags(args.variants, "--variants") or {"preset": ()}
+    args.variants = parse_variants(args.variants) or {"preset": ()}
     args.common_flags = tuple(shlex.split(args.common_flags))
     if args.utd <= 0 or args.parallel < 1 or args.eval_every < 1 or args.num_eval_episodes < 1:
         p.error("--utd must be > 0 and --parallel, --eval_every, --num_eval_episodes >= 1.")
@@ -319,6 +327,23 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         )
     _check_budget(p, args)
     return args
+
+
+def parse_variants(text: str) -> Dict[str, tuple]:
+    """'preset,per' or 'name=--flags;name2=' (or both, ';'-separated) -> {name: flags}."""
+    parts = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        if "=" in part:
+            parts.append(part)
+            continue
+        for name in filter(None, (n.strip() for n in part.split(","))):
+            if name not in NAMED_VARIANTS:
+                raise SystemExit(
+                    f"--variants: {name!r} is neither name=flags nor one of the named "
+                    f"variants ({', '.join(NAMED_VARIANTS)})."
+                )
+            parts.append(f"{name}={NAMED_VARIANTS[name]}")
+    return parse_named_flags(";".join(parts), "--variants")
 
 
 def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -2,8 +2,14 @@
 
 One actor steps `num_envs` environments together and makes one batched
 policy call per step. It uses uniform random actions until the replay table
-holds `initial_collect_steps` transitions (counted across all actors), then
-the learner's latest weights, pulled every `variable_update_interval` steps.
+holds `initial_collect_steps` transitions (counted across all actors and
+replay shards), then the learner's latest weights, pulled every
+`variable_update_interval` steps.
+
+With several replay shards the actor writes to its home shard (task % S).
+While that shard is down it writes to the next live one in ring order and
+probes home every HOME_PROBE_INTERVAL_S, going back when it answers; the
+variable container keeps its own client throughout.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Callable, Deque, List, Optional
+from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 from absl import logging
@@ -21,7 +27,7 @@ from tf_agents.trajectories.time_step import StepType
 from sac_distributed import replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ActorConfig
-from sac_distributed.connection import TRANSIENT_ERRORS, Connection
+from sac_distributed.connection import TRANSIENT_ERRORS, Connection, ShardLostError
 from sac_distributed.nstep import NStepAccumulator
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.runtime import Metrics
@@ -32,6 +38,8 @@ _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warmin
 _SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary
 _DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
 _PROGRESS_LOG_S = 10.0  # seconds between initial-collect progress lines
+HOME_PROBE_INTERVAL_S = 15.0  # while away from its home shard, how often an actor pings it
+_RETURN_HOME_FLUSH_MS = 5_000  # how long a returning actor waits for its last inserts there
 
 
 @dataclasses.dataclass
@@ -45,6 +53,9 @@ class ActorStats:
     transitions_unconfirmed: int = 0
     transitions_dropped: int = 0  # never sent: rows of an incomplete last item
     reconnects: int = 0
+    # Transitions confirmed by each replay shard (keys: shard index).
+    transitions_written_per_shard: Dict[int, int] = dataclasses.field(default_factory=dict)
+    shard_moves: int = 0  # times the actor changed replay shards (away and back)
     episodes: int = 0
     dropped_non_finite: int = 0
     weight_updates: int = 0
@@ -66,7 +77,14 @@ class ActorLoop:
         self._config = config
         self._envs = envs
         self._connection = connection
-        self._open_writers()
+        self._home = config.task % connection.num_shards
+        # New items' priority: the learner's published max with prioritized replay.
+        self._insert_priority = replay.INITIAL_PRIORITY
+        self._shard = self._home
+        self._next_home_probe = 0.0
+        self.stats = ActorStats()
+        self._open_writer()
+        self._open_container()
         self._metrics = metrics
         self._should_stop = should_stop
         action_spec = envs[0].action_spec()
@@ -85,7 +103,6 @@ class ActorLoop:
         self._policy_train_step: Optional[int] = None
         self._learner_done = False
         self._warm = False
-        self.stats = ActorStats()
         self._returns: Deque[float] = collections.deque(maxlen=_RETURN_WINDOW)
         self._lengths: Deque[int] = collections.deque(maxlen=_RETURN_WINDOW)
 
@@ -108,16 +125,15 @@ class ActorLoop:
                 if not self._writer.throttle():
                     self._wait_for_replay_capacity()
             except TRANSIENT_ERRORS as error:
-                self._close_writer(timeout_ms=0)  # the server is gone: pending items are lost
-                self._connection.recover(error)
-                self._open_writers()
-                self.stats.reconnects += 1
+                self._on_server_error(error)
             if step % _SUMMARY_CHECK_EVERY == 0:
                 last_summary = self._maybe_summarize(last_summary)
+                self._maybe_return_home()
         # Once the learner is done the rate limiter admits nothing more: don't wait.
         if not self._learner_done:
             self._drain()
         self._close_writer(timeout_ms=0)
+        self._container.close()
         self._metrics.flush()
         logging.info(
             "Actor %d stopping (%s): %s", self._config.task, self.stats.stop_reason, self.stats
@@ -141,12 +157,84 @@ class ActorLoop:
             )
         logging.info("Actor %d: %s.", self._config.task, text)
 
-    def _open_writers(self) -> None:
-        # Checks that the server's table stores the same transitions_per_item.
+    def _open_writer(self) -> None:
+        # Checks that the shard's table stores the same transitions_per_item.
         self._writer = replay.TransitionWriter(
-            self._connection.replay, self._config.hparams.transitions_per_item
+            self._connection.shards[self._shard],
+            self._config.hparams.transitions_per_item,
+            priority=self._insert_priority,
         )
+        self._writer_booked = False
+
+    def _open_container(self) -> None:
         self._container = VariableContainer(self._connection.variables)
+
+    # --- lost servers ----------------------------------------------------------------
+
+    def _on_server_error(self, error: Exception) -> None:
+        """After a Reverb error: move to another replay shard, reconnect the
+        variable container alone, or (one server, or nothing left) reconnect all."""
+        connection = self._connection
+        if connection.num_shards > 1:
+            if not connection.shard_answers(self._shard):
+                if self._leave_shard(error):
+                    if not connection.variables_answer():
+                        self._reconnect_variables(error)
+                    return
+            elif not connection.variables_answer():
+                self._reconnect_variables(error)
+                return
+        self._close_writer(timeout_ms=0)  # the server is gone: pending items are lost
+        self._container.close()
+        connection.recover(error)
+        self._shard = self._home
+        self._open_writer()
+        self._open_container()
+        self.stats.reconnects += 1
+
+    def _reconnect_variables(self, error: Exception) -> None:
+        self._container.close()
+        self._connection.recover_variables(error)
+        self._open_container()
+        self.stats.reconnects += 1
+
+    def _leave_shard(self, error: Exception) -> bool:
+        """Writes to the next live shard in ring order; False if none answers."""
+        self._close_writer(timeout_ms=0)  # the shard is gone: pending items are lost
+        connection = self._connection
+        lost = self._shard
+        connection.lose_shard(lost, error)
+        for step in range(1, connection.num_shards):
+            shard = (lost + step) % connection.num_shards
+            if connection.rejoin_shard(shard):
+                self._move_to(shard)
+                self._next_home_probe = time.monotonic() + HOME_PROBE_INTERVAL_S
+                return True
+        return False
+
+    def _move_to(self, shard: int) -> None:
+        logging.info(
+            "Actor %d: writing to replay shard %d (home shard %d).",
+            self._config.task,
+            shard,
+            self._home,
+        )
+        self._shard = shard
+        self._open_writer()
+        self.stats.shard_moves += 1
+
+    def _maybe_return_home(self) -> None:
+        """While away from the home shard: every HOME_PROBE_INTERVAL_S, go back if it answers."""
+        if self._shard == self._home or time.monotonic() < self._next_home_probe:
+            return
+        self._next_home_probe = time.monotonic() + HOME_PROBE_INTERVAL_S
+        if not self._connection.rejoin_shard(self._home):
+            return
+        self._close_writer(timeout_ms=_RETURN_HOME_FLUSH_MS)
+        self._move_to(self._home)
+
+    def _current_shard_lost(self) -> bool:
+        return self._connection.num_shards > 1 and not self._connection.shard_answers(self._shard)
 
     def _drain(self) -> None:
         """Waits until the server confirms every written transition, within limits.
@@ -167,12 +255,17 @@ class ActorLoop:
                 return
 
     def _close_writer(self, timeout_ms: int) -> None:
-        """Closes the writer and books what it wrote (and dropped) into the stats."""
+        """Closes the writer and books what it wrote (and dropped) into the stats, once."""
+        if self._writer_booked:
+            return
+        self._writer_booked = True
         self._writer.close(timeout_ms=timeout_ms)
-        self.stats.transitions_written += self._writer.transitions_written
+        written = self._writer.transitions_written
+        self.stats.transitions_written += written
+        per_shard = self.stats.transitions_written_per_shard
+        per_shard[self._shard] = per_shard.get(self._shard, 0) + written
         self.stats.transitions_unconfirmed += self._writer.transitions_unconfirmed
         self.stats.transitions_dropped += self._writer.transitions_incomplete
-        self._container.close()
 
     def _wait_for_replay_capacity(self) -> None:
         """After a throttle() timeout: waits while the rate limiter holds inserts back,
@@ -181,6 +274,12 @@ class ActorLoop:
             self._refresh_weights()
             if self._stop_reason() or self._writer.throttle():
                 return
+            # The variable container may live elsewhere and answer: ask the shard itself.
+            if self._current_shard_lost():
+                raise ShardLostError(
+                    f"replay shard {self._shard} at "
+                    f"{self._connection.replay_addresses[self._shard]} does not answer"
+                )
 
     def _stop_reason(self) -> str:
         if self._should_stop():
@@ -309,9 +408,8 @@ class ActorLoop:
         )
 
     def _check_warm(self) -> None:
-        size = replay.stored_transitions(
-            replay.table_info(self._connection.replay, replay.REPLAY_TABLE)
-        )
+        items = replay.stored_items(self._connection.live_clients())
+        size = items * self._writer.transitions_per_item
         needed = self._config.hparams.initial_collect_steps
         if size < needed:
             logging.log_every_n_seconds(
@@ -338,6 +436,8 @@ class ActorLoop:
         if snapshot is None:
             return
         self._learner_done = snapshot.learner_done
+        if snapshot.max_priority is not None:  # prioritized replay: new items enter at the max
+            self._insert_priority = self._writer.priority = snapshot.max_priority
         if snapshot.train_step == self._policy_train_step:
             return
         if self._policy_train_step is not None:

@@ -5,11 +5,17 @@ reconnects, so after a loss we build fresh `reverb.Client`s (new channels)
 once the server answers again. Clients wait up to `connect_timeout_s` each
 time (`replay.connect`, with `retry.retry`'s backoff) and then fail with a
 clear ServerUnreachableError.
+
+A job holds one client per replay shard and one for the variable container
+(which lives on one of the shards' servers). A lost shard is marked missing
+(`lose_shard`) without touching the other clients, and comes back with
+`rejoin_shard` once it answers; `recover` is the full reconnect, for a lost
+variable container or when no shard is left.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Sequence
 
 import reverb
 from absl import logging
@@ -23,28 +29,74 @@ TRANSIENT_ERRORS = replay.TRANSIENT_ERRORS
 # Recoveries in a row, each without progress in between, before giving up: an
 # error that persists while the server answers is a bug, not an outage.
 MAX_RECOVERIES_WITHOUT_PROGRESS = 5
+# How long a ping of a possibly dead server waits for an answer.
+PING_TIMEOUT_S = 2
+
+
+class ShardLostError(RuntimeError):
+    """A replay shard stopped answering (a RuntimeError, like Reverb's own losses)."""
+
+
+def ping(address: str, timeout_s: int = PING_TIMEOUT_S) -> bool:
+    """True when the Reverb server at `address` answers within `timeout_s`.
+
+    Uses a fresh client: a channel to a dead server backs off for minutes.
+    """
+    try:
+        reverb.Client(address).server_info(timeout=timeout_s)
+    except TRANSIENT_ERRORS:
+        return False
+    return True
 
 
 class Connection:
-    """The replay and variable-container clients of one job."""
+    """The replay shards' and the variable container's clients of one job."""
 
     def __init__(self, config: ClientConfig, who: str, should_stop: Callable[[], bool]):
         self._config = config
         self._who = who
         self._should_stop = should_stop
-        self.replay: Optional[reverb.Client] = None
+        self.replay_addresses = config.replay_addresses
+        # One client per replay shard, in shard order; None while a shard is lost.
+        self.shards: List[Optional[reverb.Client]] = [None] * len(self.replay_addresses)
         self.variables: Optional[reverb.Client] = None
         self.reconnects = 0
         self._recoveries_without_progress = 0
 
+    @property
+    def num_shards(self) -> int:
+        return len(self.replay_addresses)
+
+    @property
+    def replay(self) -> Optional[reverb.Client]:
+        """The first live shard's client (the only one with a single server)."""
+        return next((client for client in self.shards if client is not None), None)
+
+    def live_shards(self) -> List[int]:
+        """Indices of the shards with a client, in shard order."""
+        return [i for i, client in enumerate(self.shards) if client is not None]
+
+    def missing_shards(self) -> List[int]:
+        return [i for i, client in enumerate(self.shards) if client is None]
+
+    def live_clients(self) -> Sequence[reverb.Client]:
+        return [client for client in self.shards if client is not None]
+
     def open(self) -> None:
-        """Waits (bounded) until both servers answer; builds fresh clients."""
-        self.replay = replay.connect(
-            self._config.replay_buffer_server_address,
-            self._config.connect_timeout_s,
-            f"{self._who} needs the replay table",
-            self._should_stop,
-        )
+        """Waits (bounded) until every server answers; builds fresh clients."""
+        self.shards = [
+            replay.connect(
+                address,
+                self._config.connect_timeout_s,
+                f"{self._who} needs the replay table" + self._shard_words(i),
+                self._should_stop,
+            )
+            for i, address in enumerate(self.replay_addresses)
+        ]
+        self.open_variables()
+
+    def open_variables(self) -> None:
+        """Waits (bounded) until the variable container answers; a fresh client."""
         self.variables = replay.connect(
             self._config.variable_container_server_address,
             self._config.connect_timeout_s,
@@ -52,8 +104,58 @@ class Connection:
             self._should_stop,
         )
 
+    def _shard_words(self, shard: int) -> str:
+        return f" (shard {shard} of {self.num_shards})" if self.num_shards > 1 else ""
+
+    def shard_answers(self, shard: int) -> bool:
+        return ping(self.replay_addresses[shard])
+
+    def variables_answer(self) -> bool:
+        return ping(self._config.variable_container_server_address)
+
+    def lose_shard(self, shard: int, error: Exception) -> None:
+        """Marks `shard` missing (its client is dropped); the others stay as they are."""
+        self.shards[shard] = None
+        logging.warning(
+            "%s lost replay shard %d at %s (%s); carrying on with shards %s.",
+            self._who,
+            shard,
+            self.replay_addresses[shard],
+            _first_line(error),
+            self.live_shards(),
+        )
+
+    def rejoin_shard(self, shard: int) -> bool:
+        """A fresh client for `shard` if it answers now (one short ping); False if not."""
+        if not self.shard_answers(shard):
+            return False
+        was_missing = self.shards[shard] is None
+        self.shards[shard] = reverb.Client(self.replay_addresses[shard])
+        if not was_missing:
+            return True
+        logging.info(
+            "%s: replay shard %d at %s answers again; using it.",
+            self._who,
+            shard,
+            self.replay_addresses[shard],
+        )
+        return True
+
     def recover(self, error: Exception) -> None:
-        """Reconnects after `error`; re-raises it if recovering does not help."""
+        """Reconnects everything after `error`; re-raises it if recovering does not help."""
+        self._count_recovery(error)
+        self.open()
+        self.reconnects += 1
+        logging.info("%s reconnected to the Reverb server.", self._who)
+
+    def recover_variables(self, error: Exception) -> None:
+        """Reconnects only the variable container (the replay shards keep their clients)."""
+        self._count_recovery(error)
+        self.open_variables()
+        self.reconnects += 1
+        logging.info("%s reconnected to the variable container.", self._who)
+
+    def _count_recovery(self, error: Exception) -> None:
         self._recoveries_without_progress += 1
         if self._recoveries_without_progress > MAX_RECOVERIES_WITHOUT_PROGRESS:
             raise error
@@ -61,13 +163,14 @@ class Connection:
             "%s lost the Reverb server (%s: %s); reconnecting (waits up to %.0f s).",
             self._who,
             type(error).__name__,
-            str(error).splitlines()[0][:200] if str(error) else "",
+            _first_line(error),
             self._config.connect_timeout_s,
         )
-        self.open()
-        self.reconnects += 1
-        logging.info("%s reconnected to the Reverb server.", self._who)
 
     def made_progress(self) -> None:
         """Marks a successful round trip, resetting the give-up counter."""
         self._recoveries_without_progress = 0
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__

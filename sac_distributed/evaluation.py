@@ -152,8 +152,11 @@ class EvalLoop:
         return result
 
     def _env_steps(self) -> int:
-        """Transitions inserted into the replay so far (over all actors)."""
-        return transition_counts(table_info(self._connection.replay, REPLAY_TABLE)).inserted
+        """Transitions inserted into the replay so far (over all actors and shards)."""
+        return sum(
+            transition_counts(table_info(client, REPLAY_TABLE)).inserted
+            for client in self._connection.live_clients()
+        )
 
     def _record(self, result: EvalResult) -> None:
         self.results.append(result)

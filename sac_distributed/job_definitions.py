@@ -1,13 +1,21 @@
 """Portable job definitions: which program each job of a run is, with which flags.
 
-A run is one Reverb server, one learner, N actors and one evaluator. Their
-settings are the typed job configs of `config.py`, gathered in `RunConfigs`;
-`job_specs()` turns them into `JobSpec`s (a name, the binary's module, its
-flags). Every flag is written from a config field by `config_flags()`, named
-as the field (without a `_s` unit suffix: `connect_timeout_s` is
-`--connect_timeout`), so there is no list of flag names to keep in step with
-the binaries; a test parses each definition with the real binary and gets the
-same config back.
+A run is S Reverb servers (replay shards; one by default), one learner, N
+actors and one evaluator. Their settings are the typed job configs of
+`config.py`, gathered in `RunConfigs`; `job_specs()` turns them into
+`JobSpec`s (a name, the binary's module, its flags). Every flag is written
+from a config field by `config_flags()`, named as the field (without a `_s`
+unit suffix: `connect_timeout_s` is `--connect_timeout`), so there is no list
+of flag names to keep in step with the binaries; a test parses each definition
+with the real binary and gets the same config back.
+
+Replay shards: every server is an ordinary sac-reverb-server that holds
+1/S of the replay (`--num_replay_shards=S --replay_shard=i`); every client gets
+all S addresses, comma-separated in shard order, as
+--replay_buffer_server_address, and the first shard's address as
+--variable_container_server_address (shard 0 also holds the weights). With
+S = 1 the server job is called `server` and its flags are those of an
+unsharded run; with S > 1 the servers are `server_0` ... `server_<S-1>`.
 
 Nothing here starts a process: the local `launch.Supervisor` runs the specs as
 child processes, `ray_launch` runs each as a child of a Ray actor, and another
@@ -18,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, List, Tuple
+from typing import Any, List, Sequence, Tuple, Union
+
+import portpicker
 
 from sac_distributed.config import (
     ActorConfig,
@@ -29,6 +39,7 @@ from sac_distributed.config import (
     LearnerConfig,
     ServerConfig,
 )
+from sac_distributed.errors import ConfigError
 
 BIN_PACKAGE = "sac_distributed.bin"
 SERVER, LEARNER, EVALUATOR = "server", "learner", "evaluator"
@@ -55,26 +66,48 @@ class JobSpec:
 class RunConfigs:
     """The configs of every job of one run."""
 
-    server: ServerConfig
+    servers: Tuple[ServerConfig, ...]  # the replay shards, in shard order
     learner: LearnerConfig
     actors: Tuple[ActorConfig, ...]
     evaluator: EvaluatorConfig
 
+    @property
+    def server(self) -> ServerConfig:
+        """Shard 0: the server that also holds the variable container."""
+        return self.servers[0]
 
-def make_run_configs(launch: LaunchConfig, port: int, host: str = "localhost") -> RunConfigs:
-    """Every job of a run with its server on `host`:`port`; raises ConfigError on a
-    bad value.
 
-    Building them all before any process starts means a bad setting is
-    reported once, by the launcher, instead of by each job as it starts. A
-    cluster launcher passes the server node's address as `host`.
+def make_run_configs(
+    launch: LaunchConfig,
+    ports: Union[int, Sequence[int]],
+    hosts: Union[str, Sequence[str]] = "localhost",
+) -> RunConfigs:
+    """Every job of a run with shard i's server on `hosts[i]`:`ports[i]`; raises
+    ConfigError on a bad value.
+
+    `ports` and `hosts` each are one value that every shard shares or one per
+    shard (launch.num_replay_shards), in shard order: the local launcher gives
+    one host and a port per shard (`shard_ports`), a cluster launcher each
+    shard's node and the one port they all listen on, or a port each. Building
+    every config before any process starts means a bad setting is reported
+    once, by the launcher, instead of by each job as it starts.
     """
-    address = f"{host}:{port}"
-    client = ClientConfig(address, address, launch.connect_timeout_s)
+    num_shards = launch.num_replay_shards
+    ports, hosts = _per_shard("ports", ports, num_shards), _per_shard("hosts", hosts, num_shards)
+    addresses = [f"{host}:{port}" for host, port in zip(hosts, ports)]
+    if len(set(addresses)) < num_shards:
+        raise ConfigError(
+            f"The {num_shards} replay shards need {num_shards} different host:port addresses, "
+            f"got {', '.join(addresses)}: give each shard its own port or host."
+        )
+    client = ClientConfig(",".join(addresses), addresses[0], launch.connect_timeout_s)
     common = dict(env_name=launch.env_name, hparams=launch.hparams, root_dir=launch.root_dir)
     clients = dict(common, client=client, seed=launch.seed)
     return RunConfigs(
-        server=ServerConfig(**common, port=port),
+        servers=tuple(
+            ServerConfig(**common, port=port, num_replay_shards=num_shards, replay_shard=shard)
+            for shard, port in enumerate(ports)
+        ),
         learner=LearnerConfig(**clients, **_given(strategy=launch.strategy)),
         actors=tuple(
             ActorConfig(
@@ -91,22 +124,68 @@ def make_run_configs(launch: LaunchConfig, port: int, host: str = "localhost") -
     )
 
 
+def shard_ports(port: int, num_shards: int) -> List[int]:
+    """Ports for `num_shards` servers on one host: `port`, `port + 1`, ...
+
+    Port 0 picks a free port for each shard instead. Raises ConfigError when
+    the ports would run past 65535.
+    """
+    if port == 0:
+        picked: List[int] = []
+        while len(picked) < num_shards:
+            candidate = portpicker.pick_unused_port()
+            if candidate not in picked:
+                picked.append(candidate)
+        return picked
+    if port + num_shards - 1 > 65535:
+        raise ConfigError(
+            f"--port={port} with {num_shards} replay shards needs ports {port} to "
+            f"{port + num_shards - 1}, past 65535: pass a lower --port (0 picks free ones)."
+        )
+    return [port + shard for shard in range(num_shards)]
+
+
+def _per_shard(name: str, values: Any, num_shards: int) -> list:
+    """`values` as a list of one value per shard (one value is shared by all)."""
+    if isinstance(values, (str, int)):
+        return [values] * num_shards
+    values = list(values)
+    if len(values) != num_shards:
+        raise ConfigError(
+            f"{len(values)} {name} for {num_shards} replay shards: give one per shard, "
+            "in shard order, or one that every shard shares."
+        )
+    return values
+
+
+def server_names(num_shards: int) -> Tuple[str, ...]:
+    """The server jobs' names: `server` alone, or `server_0` ... `server_<S-1>`."""
+    if num_shards == 1:
+        return (SERVER,)
+    return tuple(f"{SERVER}_{shard}" for shard in range(num_shards))
+
+
+def is_server(name: str) -> bool:
+    """Whether the job called `name` is a Reverb server (a replay shard)."""
+    prefix = SERVER + "_"
+    return name == SERVER or (name.startswith(prefix) and name[len(prefix) :].isdigit())
+
+
 def _given(**options: Any) -> dict:
     """The options that are set; the others keep the job config's default."""
     return {name: value for name, value in options.items() if value is not None}
 
 
 def job_specs(configs: RunConfigs, verbose: bool = False) -> List[JobSpec]:
-    """The server first, then the learner, the actors and the evaluator."""
+    """The servers first (shard order), then the learner, the actors and the evaluator."""
     extra = ("--verbose",) if verbose else ()
 
     def spec(name: str, binary: str, config: Any) -> JobSpec:
         return JobSpec(name, f"{BIN_PACKAGE}.{binary}", tuple(config_flags(config)) + extra)
 
-    specs = [
-        spec(SERVER, "reverb_server", configs.server),
-        spec(LEARNER, "learner", configs.learner),
-    ]
+    names = server_names(len(configs.servers))
+    specs = [spec(n, "reverb_server", s) for n, s in zip(names, configs.servers)]
+    specs.append(spec(LEARNER, "learner", configs.learner))
     specs += [spec(f"actor_{a.task}", "actor", a) for a in configs.actors]
     specs.append(spec(EVALUATOR, "evaluator", configs.evaluator))
     return specs

@@ -24,7 +24,7 @@ from sac_distributed.errors import ConfigError
 from sac_distributed.evaluation import EvalLoop, EvalResult
 from sac_distributed.learner_loop import LearnerLoop, LearnerResult
 from sac_distributed.runtime import Metrics, write_json
-from sac_distributed.server import ServerLoop, make_server
+from sac_distributed.server import ServerLoop, ShardLock, make_server
 
 # Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
 # the inputs its weights expect. Changing one on a restart is refused.
@@ -39,26 +39,42 @@ StopFn = Callable[[], bool]
 
 def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float], bool]) -> None:
     """Serves until `should_stop`; checkpoints the replay on the way out."""
-    server = make_server(config)
-    logging.info(
-        "Reverb server for %s listening on port %d (tables %s, %s).",
-        config.env_name,
-        server.port,
-        replay.REPLAY_TABLE,
-        replay.VARIABLE_TABLE,
-    )
-    metrics = Metrics(paths.server_summary_dir(config.root_dir))
-    try:
-        ServerLoop(config, server, metrics).run(should_stop, wait)
-    finally:
-        metrics.close()
-        server.stop()
+    with ShardLock(config):
+        server = make_server(config)
+        logging.info(
+            "Reverb server for %s listening on port %d (tables %s, %s, %s; replay shard %d of %d).",
+            config.env_name,
+            server.port,
+            replay.REPLAY_TABLE,
+            replay.VARIABLE_TABLE,
+            replay.MAX_PRIORITY_TABLE,
+            config.replay_shard,
+            config.num_replay_shards,
+        )
+        metrics = Metrics(paths.server_summary_dir(config.root_dir, config.replay_shard))
+        try:
+            ServerLoop(config, server, metrics).run(should_stop, wait)
+        finally:
+            metrics.close()
+            server.stop()
 
 
 def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
     connection = Connection(client_config, who, should_stop)
     connection.open()
     return connection
+
+
+def _check_server_tables(connection: Connection, specs, hparams, who: str) -> None:
+    """Every replay shard's and the variable container's tables, against this job's."""
+    replay.check_server_tables(
+        connection.shards,
+        connection.variables,
+        specs,
+        hparams,
+        who,
+        replay_addresses=connection.replay_addresses,
+    )
 
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
@@ -71,7 +87,7 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     specs = specs_lib.env_specs(envs[0], config.env_name)
     who = f"actor {config.task}"
     connection = _connect(config.client, should_stop, who)
-    replay.check_server_tables(connection.replay, connection.variables, specs, config.hparams, who)
+    _check_server_tables(connection, specs, config.hparams, who)
     metrics = Metrics(paths.actor_summary_dir(config.root_dir, config.task))
     try:
         return ActorLoop(config, envs, connection, metrics, should_stop).run()
@@ -95,9 +111,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
         if lock.previous is not None:  # a dead learner's lease can be taken over at once
             me = dataclasses.replace(me, previous_token=lock.previous.token)
         connection = _connect(config.client, should_stop, "learner")
-        replay.check_server_tables(
-            connection.replay, connection.variables, specs, config.hparams, "learner"
-        )
+        _check_server_tables(connection, specs, config.hparams, "learner")
         lease = _acquire_lease(config, connection, me, should_stop)
         if lease is False:
             return LearnerResult(0, 0.0, float("nan"), "stop signal")
@@ -181,9 +195,7 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     env = specs_lib.load_env(config.env_name, config.seed)
     specs = specs_lib.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
-    replay.check_server_tables(
-        connection.replay, connection.variables, specs, config.hparams, "evaluator"
-    )
+    _check_server_tables(connection, specs, config.hparams, "evaluator")
     metrics = Metrics(paths.eval_dir(config.root_dir))
     try:
         return EvalLoop(config, env, connection, metrics, should_stop).run()

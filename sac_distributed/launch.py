@@ -1,4 +1,4 @@
-"""Local launcher: server, actors, learner and evaluator as separate OS processes.
+"""Local launcher: servers, actors, learner and evaluator as separate OS processes.
 
 What each job runs comes from `job_definitions` (portable, shared with other
 launchers); this module only runs them on this machine. `Supervisor` starts
@@ -6,11 +6,16 @@ each job with `python -m sac_distributed.bin.<job>`,
 streams their output with a `[name]` prefix (full logs go to
 root_dir/logs/<name>.log), and ends the run when:
   * the learner exits 0: actors and evaluator exit on their own once they see
-    the learner's done flag; then the server is stopped with SIGTERM (it
-    checkpoints the replay on the way out);
+    the learner's done flag; then the servers (one per replay shard) are
+    stopped with SIGTERM (each checkpoints its replay on the way out);
   * any job exits non-zero: the run stops and reports which job, its exit code
     and its last log lines;
   * Ctrl-C / SIGTERM: every job gets SIGTERM, stragglers SIGKILL after a grace.
+
+Given the servers' ports, the supervisor starts the clients only once every
+server listens (a server that fails to start is reported as itself, not as
+clients that time out waiting for it), and can run a last look at the servers
+(`before_servers_stop`, e.g. their replay counters) once the clients are gone.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Deque, Dict, Optional, Sequence, TextIO
+from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, TextIO, Tuple
 
 from sac_distributed import paths, plotting
 from sac_distributed.errors import ConfigError
-from sac_distributed.job_definitions import LEARNER, SERVER, JobSpec
+from sac_distributed.job_definitions import LEARNER, JobSpec, is_server, server_names
+from sac_distributed.runtime import port_in_use
 
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
@@ -93,6 +99,8 @@ class LaunchResult:
     exit_code: int
     message: str
     exit_codes: Dict[str, Optional[int]]
+    # status.ShardCounts of each replay shard, read once the clients had stopped.
+    shards: Tuple[Any, ...] = ()
 
 
 class Supervisor:
@@ -105,9 +113,23 @@ class Supervisor:
         console: TextIO = sys.stdout,
         verbose: bool = False,
         python: str = sys.executable,
+        server_ports: Optional[Mapping[str, int]] = None,
+        server_start_timeout_s: float = 300.0,
+        before_servers_stop: Optional[Callable[[], None]] = None,
     ):
-        """`verbose` streams every output line, not only ours and errors."""
+        """`verbose` streams every output line, not only ours and errors.
+
+        `server_ports` (server job name -> its port on this host): the clients
+        start once every one of them listens; a server that does not listen
+        within `server_start_timeout_s` fails the run. Without it every job
+        starts at once (the clients wait for the servers themselves).
+        `before_servers_stop` runs after the clients stopped, while the
+        servers still serve.
+        """
         self._specs = list(specs)
+        self._server_ports = dict(server_ports or {})
+        self._server_start_timeout_s = server_start_timeout_s
+        self._before_servers_stop = before_servers_stop
         self._python = python
         self._log_dir = log_dir
         self._console = console
@@ -121,14 +143,54 @@ class Supervisor:
 
     def run(self, poll_s: float = 0.2) -> LaunchResult:
         os.makedirs(self._log_dir, exist_ok=True)
-        for spec in self._specs:
-            self._jobs[spec.name] = _Job(
-                spec, self._python, self._log_dir, self._console, self._verbose, self._lock
-            )
+        """Runs the jobs to the end; the result's exit codes are those after the stop."""
         try:
-            return self._watch(poll_s)
+            result = self._start_and_watch(poll_s)
         finally:
             self._stop_all()
+        codes = {name: job.process.poll() for name, job in self._jobs.items()}
+        return dataclasses.replace(result, exit_codes=codes)
+
+    def _start_and_watch(self, poll_s: float) -> LaunchResult:
+        for spec in self._specs:
+            if spec.name in self._server_ports:
+                self._start(spec)
+        not_ready = self._wait_for_servers(poll_s)
+        if not_ready is not None:
+            return not_ready
+        for spec in self._specs:
+            if spec.name not in self._jobs:
+                self._start(spec)
+        return self._watch(poll_s)
+
+    def _start(self, spec: JobSpec) -> None:
+        self._jobs[spec.name] = _Job(
+            spec, self._python, self._log_dir, self._console, self._verbose, self._lock
+        )
+
+    def _wait_for_servers(self, poll_s: float) -> Optional[LaunchResult]:
+        """Waits until every server of `server_ports` listens; a result if the run must end."""
+        deadline = time.monotonic() + self._server_start_timeout_s
+        while True:
+            failed = self._first_failure()
+            if failed is not None:
+                return self._failure(failed)
+            if self._stop_requested.is_set():
+                return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+            waiting = [n for n, port in self._server_ports.items() if not port_in_use(port)]
+            if not waiting:
+                return None
+            exited = [n for n in waiting if self._jobs[n].process.poll() is not None]
+            if exited:
+                return self._failure(self._jobs[exited[0]])
+            if time.monotonic() > deadline:
+                ports = ", ".join(f"{n} (port {self._server_ports[n]})" for n in waiting)
+                return self._result(
+                    1,
+                    f"{ports} did not listen within {self._server_start_timeout_s:.0f} s; see "
+                    f"their logs in {self._log_dir}",
+                )
+            time.sleep(poll_s)
 
     def _watch(self, poll_s: float) -> LaunchResult:
         learner_done_at: Optional[float] = None
@@ -138,7 +200,7 @@ class Supervisor:
                 return self._failure(failed)
             if self._stop_requested.is_set():
                 return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
-            clients = [j for n, j in self._jobs.items() if n != SERVER]
+            clients = [j for n, j in self._jobs.items() if not is_server(n)]
             if all(j.process.poll() == 0 for j in clients):
                 return self._result(0, "training finished; every job exited 0")
             learner = self._jobs[LEARNER].process
@@ -153,8 +215,9 @@ class Supervisor:
                 return self._result(
                     1, f"learner finished but {waiting} did not exit within {_SHUTDOWN_GRACE_S}s"
                 )
-            if self._jobs[SERVER].process.poll() == 0:
-                return self._failure(self._jobs[SERVER])
+            stopped = [j for n, j in self._jobs.items() if is_server(n) and j.process.poll() == 0]
+            if stopped:  # a server never exits on its own before the learner is done
+                return self._failure(stopped[0])
             time.sleep(poll_s)
 
     def _first_failure(self) -> Optional[_Job]:
@@ -179,15 +242,21 @@ class Supervisor:
         return LaunchResult(exit_code, message, codes)
 
     def _stop_all(self) -> None:
-        """SIGTERM the clients and wait, then the server (it checkpoints on the way out)."""
-        clients = [j for n, j in self._jobs.items() if n != SERVER]
+        """SIGTERM the clients and wait, then the servers (they checkpoint on the way out)."""
+        clients = [j for n, j in self._jobs.items() if not is_server(n)]
         for job in clients:
             job.signal(signal.SIGTERM)
         self._wait_or_kill(clients, "to stop")
-        server = self._jobs.get(SERVER)
-        if server is not None:
-            server.signal(signal.SIGTERM)
-            self._wait_or_kill([server], "to write its replay checkpoint and stop")
+        servers = [j for n, j in self._jobs.items() if is_server(n)]
+        if self._before_servers_stop is not None and clients:
+            try:
+                self._before_servers_stop()
+            except Exception as error:  # noqa: BLE001  (a report must not keep servers up)
+                self._say(f"could not read the servers before stopping them: {error}")
+        for job in servers:
+            job.signal(signal.SIGTERM)
+        its = "its replay checkpoint" if len(servers) == 1 else "their replay checkpoints"
+        self._wait_or_kill(servers, f"to write {its} and stop")
         for job in self._jobs.values():
             job.finish_output()
 
@@ -243,3 +312,27 @@ def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:
         f"{last.average_return:.1f} at train_step {last.train_step} "
         f"({len(points)} evaluations, {path})\n"
     )
+
+
+def print_shards(
+    shards: Sequence[Any], exit_codes: Mapping[str, Optional[int]], console: TextIO = sys.stdout
+) -> None:
+    """One line per replay shard: what it held, took in and gave out at the end, and its exit.
+
+    `shards` are `status.ShardCounts` in shard order (empty when the run ended
+    before the clients started: nothing is printed then).
+    """
+    for index, (shard, name) in enumerate(zip(shards, server_names(len(shards)))):
+        code = exit_codes.get(name)
+        ended = "" if code is None else f"; exit code {code}"
+        if shard.replay is None:
+            console.write(
+                f"Replay shard {index} ({name}, {shard.address}): did not answer at the end "
+                f"({shard.error}){ended}\n"
+            )
+            continue
+        r, k = shard.replay, shard.replay.transitions_per_item
+        console.write(
+            f"Replay shard {index} ({name}, {shard.address}): {k * r.size} of {k * r.max_size} "
+            f"transitions stored, {k * r.inserts} inserted, {k * r.samples} sampled{ended}\n"
+        )

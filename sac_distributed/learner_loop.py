@@ -7,6 +7,13 @@ runs once per call rather than once per step), a watchdog that notices a lost
 or restarted server while a call runs, reconnection, and the schedule of
 periodic work between calls (`Every` triggers): checkpoints, SavedModel
 exports, weight pushes to the variable container and summaries.
+
+With several replay shards the iterator samples from every live shard
+(`replay.make_dataset`). A shard that stops answering is dropped and the
+iterator rebuilt over the others, without touching the variable container;
+missing shards are pinged every SHARD_REJOIN_CHECK_S between calls and taken
+back once they answer. Only a lost variable container, or no shard left,
+leads to the full reconnect.
 """
 
 from __future__ import annotations
@@ -14,16 +21,17 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import reverb
 import tensorflow as tf
 from absl import logging
 
+from sac_distributed import priorities
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size
+from sac_distributed.replay import REPLAY_TABLE, make_dataset, table_info, wait_for_table_size
 from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
 from sac_distributed.sac_learner import Diagnostics, Losses, SacLearner
@@ -39,10 +47,16 @@ HEALTH_CHECK_TIMEOUT_S = 5
 # to a server that restarted between two health checks (samples wait at most
 # SAMPLE_TIMEOUT_MS on the rate limiter, so a healthy call never gets close).
 STALL_TIMEOUT_S = 120.0
+# How often (between calls) the learner pings replay shards it lost.
+SHARD_REJOIN_CHECK_S = 15.0
 
 
 class ServerLostError(ConnectionError):
     """The replay server stopped answering while a training call was running."""
+
+    def __init__(self, message: str, address: Optional[str] = None):
+        super().__init__(message)
+        self.address = address  # the server that stopped answering, if known
 
 
 RECOVERABLE_ERRORS = (ServerLostError, tf.errors.UnavailableError) + TRANSIENT_ERRORS
@@ -86,8 +100,8 @@ class Watchdog:
     own iterator) and the loop recovers with new functions and iterator.
     """
 
-    def __init__(self, address: str):
-        self._address = address
+    def __init__(self, addresses: Sequence[str]):
+        self.addresses = tuple(addresses)  # the replay shards the current iterator reads
         self._traced: set = set()  # names of functions that completed a call
 
     def forget_traces(self) -> None:
@@ -127,13 +141,15 @@ class Watchdog:
         return result["value"]
 
     def _check_server(self) -> None:
-        try:
-            # A fresh client: a channel to a dead server backs off for minutes.
-            reverb.Client(self._address).server_info(timeout=HEALTH_CHECK_TIMEOUT_S)
-        except TRANSIENT_ERRORS as error:
-            raise ServerLostError(
-                f"the Reverb server at {self._address} stopped answering during training ({error})"
-            ) from error
+        for address in self.addresses:
+            try:
+                # A fresh client: a channel to a dead server backs off for minutes.
+                reverb.Client(address).server_info(timeout=HEALTH_CHECK_TIMEOUT_S)
+            except TRANSIENT_ERRORS as error:
+                raise ServerLostError(
+                    f"the Reverb server at {address} stopped answering during training ({error})",
+                    address,
+                ) from error
 
 
 class LearnerLoop:
@@ -175,7 +191,11 @@ class LearnerLoop:
             max_checkpoints_to_keep=config.max_checkpoints_to_keep,
         )
         self._iterator = None
-        self._watchdog = Watchdog(config.client.replay_buffer_server_address)
+        # Prioritized replay: sends |TD error| priorities to the shards, off the hot path.
+        self._updater: Optional[priorities.PriorityUpdater] = None
+        self._shards_in_use: Tuple[int, ...] = ()
+        self._next_rejoin_check = 0.0
+        self._watchdog = Watchdog(connection.replay_addresses)
         self._last_losses: Optional[Losses] = None
         self._start = self._window = (time.monotonic(), self.step)
         # Local files first, so that a server loss skips none of them.
@@ -189,6 +209,11 @@ class LearnerLoop:
     @property
     def step(self) -> int:
         return self.learner.train_step_numpy
+
+    @property
+    def shards_in_use(self) -> Tuple[int, ...]:
+        """The replay shards the current iterator samples from (indices)."""
+        return self._shards_in_use
 
     def run(self) -> LearnerResult:
         """Trains until num_iterations or a stop; returns where it stopped and why."""
@@ -207,6 +232,7 @@ class LearnerLoop:
         """
         while True:
             try:
+                self._start_priority_updater()
                 self.publish()
                 if self.step < self._hp.num_iterations and not self._wait_for_data():
                     return False
@@ -227,9 +253,11 @@ class LearnerLoop:
         target = first + num_steps
         while self.step < target and not self._should_stop():
             try:
-                self._train_once(target)
-            except tf.errors.OutOfRangeError:
-                self._on_sampling_timeout()
+                try:
+                    self._train_once(target)
+                except tf.errors.OutOfRangeError:
+                    # Rebuilding the iterator reads the shards' sizes: a loss shows here too.
+                    self._on_sampling_timeout()
             except RECOVERABLE_ERRORS as error:
                 if self._should_stop():
                     break
@@ -240,37 +268,84 @@ class LearnerLoop:
 
     def _make_iterator(self):
         batch_size = self._hp.batch_size
-        address = self._config.client.replay_buffer_server_address
+        connection = self._connection
+        shards = tuple(connection.live_shards())
+        addresses = [connection.replay_addresses[i] for i in shards]
+        # One server: the plain single-address dataset, exactly as before shards.
+        source = addresses[0] if connection.num_shards == 1 else addresses
 
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             per_replica = context.get_per_replica_batch_size(batch_size)
             return make_dataset(
-                address,
+                source,
                 self._specs,
                 per_replica,
                 rate_limiter_timeout_ms=SAMPLE_TIMEOUT_MS,
                 transitions_per_item=self._hp.transitions_per_item,  # checked on the server
+                with_sample_info=self._hp.prioritized_replay,
+                shard_ids=shards,
             )
 
         dataset = self.learner.strategy.distribute_datasets_from_function(dataset_fn)
-        return iter(dataset)
+        iterator = iter(dataset)
+        self._watchdog.addresses = tuple(addresses)
+        self._shards_in_use = shards
+        return iterator
 
     def _wait_for_data(self) -> bool:
         """Polls (interruptibly) until the replay holds enough to sample from."""
-        return wait_for_table_size(
-            self._connection.replay, REPLAY_TABLE, self._hp.min_replay_items, self._should_stop
-        )
+        if self._connection.num_shards == 1:
+            return wait_for_table_size(
+                self._connection.replay, REPLAY_TABLE, self._hp.min_replay_items, self._should_stop
+            )
+        return self._wait_for_shards()
+
+    def _wait_for_shards(self) -> bool:
+        """`_wait_for_data` over several shards: their items together count."""
+        needed = self._hp.min_replay_items
+        while not self._should_stop():
+            sizes = []
+            for client in self._connection.live_clients():
+                try:
+                    sizes.append(table_info(client, REPLAY_TABLE).current_size)
+                except TRANSIENT_ERRORS:
+                    continue  # a lost shard: the others may hold enough
+            if not sizes:
+                # Like one lost server: start() reconnects, waiting up to connect_timeout.
+                raise ServerLostError("no replay shard answers while waiting for warm replay")
+            items = sum(sizes)
+            if items >= needed:
+                return True
+            logging.log_every_n_seconds(
+                logging.INFO,
+                "Initial collect: the replay shards %s hold %d of the %d items needed to "
+                "sample (%.0f%%).",
+                10,
+                self._connection.live_shards(),
+                items,
+                needed,
+                100.0 * items / max(needed, 1),
+            )
+            time.sleep(0.2)
+        return False
 
     def _train_once(self, target: int) -> None:
         """One training call up to the next event (or `target`), then that event's work."""
         step = self.step
         to_event = min(trigger.steps_to_next(step) for trigger in self._schedule)
         n = max(1, min(self._config.steps_per_call, to_event, target - step))
-        self._last_losses = self._watchdog.call("train", self.learner.step, self._iterator, n)
+        if self._updater is None:
+            self._last_losses = self._watchdog.call("train", self.learner.step, self._iterator, n)
+        else:
+            self._last_losses, update = self._watchdog.call(
+                "train", self.learner.step_prioritized, self._iterator, n
+            )
+            self._updater.submit(*update)
         self._connection.made_progress()
         self._check_owner()
         for trigger in self._schedule:
             trigger(self.step)
+        self._maybe_rejoin_shards()
 
     def _on_sampling_timeout(self) -> None:
         """The rate limiter held samples back: actors are slow, stopped or gone."""
@@ -302,7 +377,11 @@ class LearnerLoop:
         self._container = VariableContainer(self._connection.variables)
 
     def _recover(self, error: Exception) -> None:
-        """After a server loss: fresh clients, functions and iterator; refill weights."""
+        """After a server loss: drop lost shards if others live, else reconnect all."""
+        lost = self._lost_shards(error)
+        if lost:
+            self._drop_shards(lost, error)
+            return
         self._reconnect(error)
         # The abandoned call may still hold the old functions: trace new ones.
         self.learner.retrace()
@@ -311,16 +390,81 @@ class LearnerLoop:
         self.publish()
         logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
 
+    def _lost_shards(self, error: Exception) -> List[int]:
+        """The shards in use that no longer answer, when the learner can do without
+        them (other shards and the variable container answer); else []."""
+        connection = self._connection
+        if connection.num_shards == 1:
+            return []
+        lost = [i for i in self._shards_in_use if not connection.shard_answers(i)]
+        if not lost or len(lost) == len(connection.live_shards()):
+            return []
+        return lost if connection.variables_answer() else []
+
+    def _drop_shards(self, lost: List[int], error: Exception) -> None:
+        """Rebuilds the iterator over the remaining shards; the variable container stays."""
+        for shard in lost:
+            self._connection.lose_shard(shard, error)
+        self.learner.retrace()  # the abandoned call may still hold the old functions
+        self._watchdog.forget_traces()
+        self._iterator = self._make_iterator_when_ready()
+        self._next_rejoin_check = time.monotonic() + SHARD_REJOIN_CHECK_S
+        logging.info(
+            "Learner carries on at train_step %d, sampling from replay shards %s.",
+            self.step,
+            list(self._shards_in_use),
+        )
+
+    def _maybe_rejoin_shards(self) -> None:
+        """Every SHARD_REJOIN_CHECK_S: pings the missing shards, takes back those that answer."""
+        missing = self._connection.missing_shards()
+        if not missing or time.monotonic() < self._next_rejoin_check:
+            return
+        self._next_rejoin_check = time.monotonic() + SHARD_REJOIN_CHECK_S
+        if not [shard for shard in missing if self._connection.rejoin_shard(shard)]:
+            return
+        self._iterator = self._make_iterator_when_ready()
+        logging.info(
+            "Learner samples from replay shards %s again, from train_step %d.",
+            list(self._shards_in_use),
+            self.step,
+        )
+
     # --- scheduled work --------------------------------------------------------------
 
     def publish(self, done: bool = False) -> int:
         """Pushes weights, train_step and observation statistics to the container."""
         variables = self.learner.variables()
-        return self._container.push(
+        pushed = self._container.push(
             variables.policy_weights,
             variables.train_step,
             learner_done=done,
             normalization=variables.normalization,
+        )
+        if self._updater is not None:
+            self._container.push_max_priority(self._updater.max_priority)
+        return pushed
+
+    def _start_priority_updater(self) -> None:
+        """With prioritized replay: the updater, its running max resumed from the
+        published one (a restarted learner keeps inserting at the same level)."""
+        if not self._hp.prioritized_replay or self._updater is not None:
+            return
+        published = self._container.pull_max_priority()
+        self._updater = priorities.PriorityUpdater(
+            self._connection.replay_addresses,
+            initial_max_priority=priorities.initial_max_priority(published),
+        )
+
+    def _close_priority_updater(self) -> None:
+        if self._updater is None:
+            return
+        not_sent = self._updater.close()
+        logging.info(
+            "Priority updates: %d sent, %d dropped (shard down), %d not sent at exit.",
+            self._updater.sent,
+            self._updater.dropped,
+            not_sent,
         )
 
     def _summarize(self) -> None:
@@ -348,6 +492,7 @@ class LearnerLoop:
         self.learner.save_checkpoint()
         self.learner.export_policies()
         self._publish_final(done=reason == "num_iterations reached")
+        self._close_priority_updater()
         self._metrics.flush()
         t0, s0 = self._start
         rate = (self.step - s0) / max(time.monotonic() - t0, 1e-9)

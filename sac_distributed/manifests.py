@@ -20,6 +20,21 @@ DATA_DIR, and the binary is the console script that the image installs.
   hyperparameters that equal the environment's preset (each binary fills them
   from the same preset) and spell --env_name as a Compose variable.
 
+Replay shards (--num_replay_shards=N > 1): on Kubernetes the server's
+StatefulSet gets N replicas, started in parallel, each with its own replay
+volume, and its Service becomes headless, so that pod i is reachable as
+`sac-reverb-server-<i>.sac-reverb-server`; every replica runs one command whose
+--replay_shard comes from the pod's ordinal, which Kubernetes (1.28 and later)
+puts in the pod label `apps.kubernetes.io/pod-index`: an environment variable
+reads it through the downward API and the command refers to it as
+$(REPLAY_SHARD), which Kubernetes expands. (One StatefulSet per shard would
+also work on older clusters, at the price of N copies of every object; a
+shell wrapper that cuts the ordinal off $HOSTNAME would hide the command
+line in a string.) For Compose, the rendered services are an override file
+for launch/docker-compose.yml: shard 0 is its `reverb_server`, shard i a new
+service `reverb_server_<i>` with the same image, volume, network, health check
+and stop grace period.
+
 Every replica of the actor Deployment (and of the Compose service) runs the
 same command, i.e. --task=0, which is safe without --seed: each replica seeds
 itself from OS entropy. `to_yaml` writes the manifests without PyYAML, which
@@ -31,11 +46,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions
-from sac_distributed.config import ClientConfig, ConfigError, LaunchConfig
+from sac_distributed import job_definitions, paths
+from sac_distributed.config import ConfigError, LaunchConfig
 
 ENGINES = ("kubernetes", "compose")
 DATA_DIR = "/data"  # where every job's volume is mounted; --root_dir
@@ -67,6 +82,7 @@ COMPOSE_SERVICES = {
     TENSORBOARD: "tensorboard",
 }
 COMPOSE_ENV_VARIABLE = "SAC_ENV_NAME"
+COMPOSE_SERVER_GRACE = "120s"  # launch/docker-compose.yml's stop_grace_period of the server
 
 # --- Kubernetes --------------------------------------------------------------------
 PREFIX = "sac-"  # resource names: sac-reverb-server, sac-actor, ...
@@ -80,13 +96,16 @@ COMPONENTS = {
 DATA_CLAIM = "sac-data"  # root_dir, shared by every pod (ReadWriteMany)
 DATA_ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 REPLAY_CLAIM = "replay"  # the server's replay checkpoints (its own ReadWriteOnce volume)
-REPLAY_MOUNT = f"{DATA_DIR}/replay_checkpoints"  # paths.REPLAY_CHECKPOINT_DIR under root_dir
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 APP = "sac-distributed"
 # Carried by the pods that may reach the Reverb port (the NetworkPolicy's only admission).
 CLIENT_LABEL = "sac-distributed/reverb-client"
 GPU_RESOURCE = "nvidia.com/gpu"
+# The label Kubernetes (1.28+) puts on each StatefulSet pod with its ordinal, and the
+# variable that carries it into the sharded server's command as $(REPLAY_SHARD).
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+SHARD_VARIABLE = "REPLAY_SHARD"
 IMAGE_UID = 1000  # the `sac` user of launch/Dockerfile
 # Requests sized for the HalfCheetah preset (1M-transition replay); patch them to taste.
 RESOURCES = {
@@ -137,13 +156,14 @@ def healthcheck_argv(port: int = REVERB_PORT) -> List[str]:
 
 
 def job_commands(
-    launch: LaunchConfig, server_host: str, preset_hparams: bool = False
+    launch: LaunchConfig, server_hosts: Union[str, Sequence[str]], preset_hparams: bool = False
 ) -> Dict[str, List[str]]:
-    """Job (server, learner, actor, evaluator) -> its container's command line.
+    """Job -> its container's command line: each server (`job_definitions.server_names`),
+    the learner, the actor and the evaluator.
 
-    Clients address the server as `server_host`:REVERB_PORT. With
-    `preset_hparams`, hyperparameters equal to the environment's preset are
-    left out (the binaries fill them in from that preset).
+    Clients address shard i's server as `server_hosts[i]`:REVERB_PORT (one host
+    for an unsharded run). With `preset_hparams`, hyperparameters equal to the
+    environment's preset are left out (the binaries fill them in from that preset).
     """
     if launch.seed is not None and launch.num_actors > 1:
         raise ConfigError(
@@ -152,15 +172,7 @@ def job_commands(
             "seeds itself from OS entropy)."
         )
     configs = job_definitions.make_run_configs(
-        dataclasses.replace(launch, num_actors=1), REVERB_PORT
-    )
-    address = f"{server_host}:{REVERB_PORT}"
-    client = ClientConfig(address, address, launch.connect_timeout_s)
-    configs = job_definitions.RunConfigs(
-        server=configs.server,
-        learner=dataclasses.replace(configs.learner, client=client),
-        actors=tuple(dataclasses.replace(a, client=client) for a in configs.actors),
-        evaluator=dataclasses.replace(configs.evaluator, client=client),
+        dataclasses.replace(launch, num_actors=1), REVERB_PORT, hosts=server_hosts
     )
     preset = config_lib.hyperparams_for(launch.env_name)
     dropped = set(job_definitions.hyperparam_flags(preset)) if preset_hparams else set()
@@ -171,20 +183,86 @@ def job_commands(
     return commands
 
 
+def replay_mounts(num_shards: int) -> List[str]:
+    """Where each server pod mounts its own replay volume: at every shard's replay
+    checkpoint directory (`paths.replay_checkpoint_dir`), because the replicas
+    share one pod template and pod i writes to shard i's. The paths of the
+    other shards are unused aliases of the same volume."""
+    return [paths.replay_checkpoint_dir(DATA_DIR, shard) for shard in range(num_shards)]
+
+
+def kubernetes_server_hosts(num_shards: int) -> List[str]:
+    """Each shard's host name in the cluster: the Service, or pod i of the headless one."""
+    name = name_of(job_definitions.SERVER)
+    if num_shards == 1:
+        return [name]
+    return [f"{name}-{shard}.{name}" for shard in range(num_shards)]
+
+
+def compose_server_services(num_shards: int) -> List[str]:
+    """Each shard's Compose service: `reverb_server` for shard 0, `reverb_server_<i>` after."""
+    base = COMPOSE_SERVICES[job_definitions.SERVER]
+    return [base] + [f"{base}_{shard}" for shard in range(1, num_shards)]
+
+
 # --- Compose -----------------------------------------------------------------------
 
 
 def compose_commands(launch: LaunchConfig) -> Dict[str, List[str]]:
-    """Compose service -> its `command:`, as launch/docker-compose.yml must have it."""
-    commands = job_commands(launch, COMPOSE_SERVICES[job_definitions.SERVER], preset_hparams=True)
+    """Compose service -> its `command:`, as launch/docker-compose.yml must have it
+    (for replay shards: the override file's services, see `compose_services`)."""
+    servers = compose_server_services(launch.num_replay_shards)
+    commands = job_commands(launch, servers, preset_hparams=True)
     env_flag = f"--env_name={launch.env_name}"
     variable = f"--env_name=${{{COMPOSE_ENV_VARIABLE}:-{launch.env_name}}}"
+    services = dict(zip(job_definitions.server_names(len(servers)), servers))
+    services.update({job: COMPOSE_SERVICES[job] for job in commands if job not in services})
     rendered = {
-        COMPOSE_SERVICES[job]: [variable if arg == env_flag else arg for arg in argv]
+        services[job]: [variable if arg == env_flag else arg for arg in argv]
         for job, argv in commands.items()
     }
     rendered[COMPOSE_SERVICES[TENSORBOARD]] = list(TENSORBOARD_COMMAND)
     return rendered
+
+
+def compose_services(launch: LaunchConfig) -> Dict[str, dict]:
+    """What `sac-render --engine=compose` prints: each service's `command:`.
+
+    With replay shards the result is an override file for
+    launch/docker-compose.yml (`docker compose -f launch/docker-compose.yml -f
+    <it> up`): the servers of shards 1.. are new services, defined in full like
+    `reverb_server` (image, volume, internal network, health check, grace), and
+    the clients also wait for them (depends_on).
+    """
+    commands = compose_commands(launch)
+    services: Dict[str, dict] = {name: {"command": argv} for name, argv in commands.items()}
+    servers = compose_server_services(launch.num_replay_shards)
+    for name in servers[1:]:
+        services[name].update(_compose_server_extras())
+    if len(servers) > 1:
+        for job in (job_definitions.LEARNER, ACTOR, job_definitions.EVALUATOR):
+            services[COMPOSE_SERVICES[job]]["depends_on"] = list(servers)
+    return services
+
+
+def _compose_server_extras() -> dict:
+    """What launch/docker-compose.yml gives `reverb_server` besides its command."""
+    return {
+        "image": KubernetesConfig.image,
+        "build": {"context": "..", "dockerfile": "launch/Dockerfile"},
+        "platform": "linux/amd64",
+        "volumes": [f"sac_data:{DATA_DIR}"],
+        "networks": ["reverb"],
+        "restart": "on-failure",
+        "stop_grace_period": COMPOSE_SERVER_GRACE,
+        "healthcheck": {
+            "test": ["CMD", *healthcheck_argv()],
+            "interval": "10s",
+            "timeout": "10s",
+            "retries": 3,
+            "start_period": "60s",
+        },
+    }
 
 
 # --- Kubernetes --------------------------------------------------------------------
@@ -206,12 +284,16 @@ def kubernetes_manifests(
         raise ConfigError(
             f"root_dir must be on the data volume ({DATA_DIR}), got {launch.root_dir}."
         )
-    commands = job_commands(launch, name_of(job_definitions.SERVER))
+    num_shards = launch.num_replay_shards
+    commands = job_commands(launch, kubernetes_server_hosts(num_shards))
     return {
         "data-volume.yaml": [
             _claim(DATA_CLAIM, cluster.data_access_mode, cluster.data_volume_size, cluster)
         ],
-        "reverb-server.yaml": [_server_service(), _server(commands, cluster)],
+        "reverb-server.yaml": [
+            _server_service(num_shards),
+            _server(_server_command(commands, num_shards), num_shards, cluster),
+        ],
         "network-policy.yaml": [_network_policy()],
         "learner.yaml": [_learner(commands, cluster)],
         "actor.yaml": [_actors(commands, launch.num_actors, cluster)],
@@ -287,45 +369,65 @@ def _exec_probe(period_s: int, failures: int) -> dict:
     }
 
 
-def _server_service() -> dict:
+def _server_service(num_shards: int) -> dict:
+    """The server's Service; headless for shards, so that each pod has its own name."""
     job = job_definitions.SERVER
+    spec: Dict[str, Any] = {}
+    if num_shards > 1:
+        spec["clusterIP"] = "None"
+    spec["selector"] = labels_of(job)
+    spec["ports"] = [{"name": "reverb", "port": REVERB_PORT, "targetPort": REVERB_PORT}]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(name_of(job), job),
-        "spec": {
-            "selector": labels_of(job),
-            "ports": [{"name": "reverb", "port": REVERB_PORT, "targetPort": REVERB_PORT}],
-        },
+        "spec": spec,
     }
 
 
-def _server(commands: Mapping[str, List[str]], cluster: KubernetesConfig) -> dict:
+def _server_command(commands: Mapping[str, List[str]], num_shards: int) -> List[str]:
+    """The one command of every server replica: shard 0's, with the pod's own shard index."""
+    names = job_definitions.server_names(num_shards)
+    command = list(commands[names[0]])
+    if num_shards > 1:
+        command = [a for a in command if not a.startswith("--replay_shard=")]
+        command.append(f"--replay_shard=$({SHARD_VARIABLE})")
+    return command
+
+
+def _server(command: List[str], num_shards: int, cluster: KubernetesConfig) -> dict:
     job = job_definitions.SERVER
+    extra: Dict[str, Any] = {}
+    if num_shards > 1:
+        index = {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}
+        extra["env"] = [{"name": SHARD_VARIABLE, "valueFrom": index}]
     container = _container(
         job,
-        commands[job],
+        command,
         cluster,
+        **extra,
         ports=[{"name": "reverb", "containerPort": REVERB_PORT}],
         # Loading a large replay checkpoint comes before the port opens: 10 min.
         startupProbe=_exec_probe(period_s=10, failures=60),
         readinessProbe=_exec_probe(period_s=10, failures=3),
         livenessProbe=_exec_probe(period_s=10, failures=3),
     )
-    container["volumeMounts"].append({"name": REPLAY_CLAIM, "mountPath": REPLAY_MOUNT})
+    for path in replay_mounts(num_shards):
+        container["volumeMounts"].append({"name": REPLAY_CLAIM, "mountPath": path})
     replay = _claim(REPLAY_CLAIM, "ReadWriteOnce", cluster.replay_volume_size, cluster)
     del replay["apiVersion"], replay["kind"]
+    spec: Dict[str, Any] = {"serviceName": name_of(job)}
+    spec["replicas"] = num_shards  # one per replay shard; the first also holds the weights
+    if num_shards > 1:
+        spec["podManagementPolicy"] = "Parallel"  # shards need not wait for each other
+    spec["selector"] = {"matchLabels": labels_of(job)}
+    spec["template"] = _pod(job, container, "Always", client=False)
+    spec["volumeClaimTemplates"] = [replay]  # each replica its own replay volume
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": _metadata(name_of(job), job),
-        "spec": {
-            "serviceName": name_of(job),
-            "replicas": 1,  # one server per run: it holds the replay and the weights
-            "selector": {"matchLabels": labels_of(job)},
-            "template": _pod(job, container, "Always", client=False),
-            "volumeClaimTemplates": [replay],
-        },
+        "spec": spec,
     }
 
 

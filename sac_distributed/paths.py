@@ -18,7 +18,10 @@ without importing TensorFlow, the learner or the evaluator.
       eval/results.csv                one row per evaluation (RESULTS_HEADER)
       collect/actor_<task>/           actor summaries
       server/                         Reverb server summaries
+      server_shard<i>/                summaries of replay shard i > 0
       replay_checkpoints/<time>/      Reverb checkpoints (.writing/, .unreadable/)
+      replay_checkpoints_shard<i>/    those of replay shard i > 0 (shard 0: the above)
+      server.lock, server_shard<i>.lock  flock of the server serving that replay shard
       logs/<job>.log                  per-process logs written by sac-launch
 
 A new file in the run directory gets its name here, next to its neighbours.
@@ -56,6 +59,8 @@ REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 REPLAY_WRITING_DIR = ".writing"  # the replay checkpoint being written
 REPLAY_UNREADABLE_DIR = ".unreadable"  # replay checkpoints that failed to load
 REPLAY_SIZES_FILE = "sac_file_sizes.json"  # in each adopted replay checkpoint
+SHARD_SUFFIX = "_shard"  # replay shard i > 0: replay_checkpoints_shard<i>, server_shard<i>
+SERVER_LOCK_NAME = "server"  # server.lock, server_shard<i>.lock: ShardLock's flock
 
 # --- the local launcher ------------------------------------------------------
 LOG_DIR = "logs"  # logs/<job>.log
@@ -108,12 +113,23 @@ def actor_summary_dir(root_dir: str, task: int) -> str:
     return os.path.join(root_dir, COLLECT_DIR, f"{ACTOR_DIR_PREFIX}{task}")
 
 
-def server_summary_dir(root_dir: str) -> str:
-    return os.path.join(root_dir, SERVER_SUMMARY_DIR)
+def _sharded(name: str, shard: int) -> str:
+    """Shard 0 keeps the unsharded name, so a one-server run's layout is unchanged."""
+    return name if shard == 0 else f"{name}{SHARD_SUFFIX}{shard}"
 
 
-def replay_checkpoint_dir(root_dir: str) -> str:
-    return os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
+def server_summary_dir(root_dir: str, shard: int = 0) -> str:
+    return os.path.join(root_dir, _sharded(SERVER_SUMMARY_DIR, shard))
+
+
+def replay_checkpoint_dir(root_dir: str, shard: int = 0) -> str:
+    """Replay shard `shard`'s Reverb checkpoints."""
+    return os.path.join(root_dir, _sharded(REPLAY_CHECKPOINT_DIR, shard))
+
+
+def server_lock_path(root_dir: str, shard: int = 0) -> str:
+    """The flock held by the server that serves replay shard `shard` of root_dir."""
+    return os.path.join(root_dir, _sharded(SERVER_LOCK_NAME, shard) + ".lock")
 
 
 def log_dir(root_dir: str) -> str:

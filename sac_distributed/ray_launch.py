@@ -6,7 +6,14 @@ that runs the spec's command line as its child process and waits on it. Ray
 then does the placing and the supervising:
 
   * placement: the server is pinned to the head node (NodeAffinity), which
-    also picks its port there; its address is handed to every other job. The
+    also picks its port there; its address is handed to every other job. With
+    --num_replay_shards=N, shard 0 (which also holds the weights) is that
+    server, and shard i is pinned to the i-th node of the list head, then the
+    other nodes (round robin, so one node holds them all), with its port
+    picked on that node (--port + i when --port is given); every client gets
+    the N addresses. A shard, like the server, is restarted on its own node
+    and port, where its replay checkpoint is, so a lost node loses its shard
+    for good (the run then stops). The
     learner goes to the head node too (or, with --learner_gpus, to the first
     node that has them) and stays there, so that a restart finds its
     checkpoints; the evaluator runs beside it (its results are read there).
@@ -53,7 +60,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 from sac_distributed import job_definitions, paths  # noqa: E402
 from sac_distributed.config import LaunchConfig  # noqa: E402
 from sac_distributed.errors import ConfigError  # noqa: E402
-from sac_distributed.job_definitions import EVALUATOR, LEARNER, SERVER, JobSpec  # noqa: E402
+from sac_distributed.job_definitions import EVALUATOR, LEARNER, JobSpec, is_server  # noqa: E402
 from sac_distributed.launch import INTERESTING_OUTPUT, LaunchResult  # noqa: E402
 
 HEAD_NODE_RESOURCE = "node:__internal_head__"  # every Ray head node has this resource
@@ -247,8 +254,9 @@ def connect(address: Optional[str], num_cpus_needed: float) -> bool:
 
 
 def cpus_needed(config: LaunchConfig) -> float:
-    """Server, learner and evaluator take one CPU each, every actor --actor_cpus."""
-    return 3 + config.num_actors * config.actor_cpus
+    """Each server (replay shard), the learner and the evaluator take one CPU, every
+    actor --actor_cpus."""
+    return 2 + config.num_replay_shards + config.num_actors * config.actor_cpus
 
 
 @ray.remote(num_cpus=0)
@@ -265,9 +273,10 @@ def _alive_nodes() -> List[dict]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
-def choose_nodes(config: LaunchConfig) -> Tuple[str, str]:
-    """The server's node (the head) and the learner's; raises ConfigError if the
-    cluster cannot hold the run, instead of leaving jobs pending forever."""
+def choose_nodes(config: LaunchConfig) -> Tuple[List[str], str]:
+    """Each server's node (shard order, shard 0 on the head) and the learner's;
+    raises ConfigError if the cluster cannot hold the run, instead of leaving
+    jobs pending forever."""
     nodes = _alive_nodes()
     head = [n for n in nodes if HEAD_NODE_RESOURCE in n["Resources"]]
     if not head:
@@ -276,7 +285,8 @@ def choose_nodes(config: LaunchConfig) -> Tuple[str, str]:
     if total_cpus < cpus_needed(config):
         raise ConfigError(
             f"The Ray cluster has {total_cpus:g} CPUs; this run asks for "
-            f"{cpus_needed(config):g} (3 for server, learner and evaluator, "
+            f"{cpus_needed(config):g} ({config.num_replay_shards} for the Reverb server(s), 2 "
+            "for learner and evaluator, "
             f"--actor_cpus={config.actor_cpus:g} for each of {config.num_actors} actors). "
             "Add nodes or lower --num_actors / --actor_cpus."
         )
@@ -290,24 +300,45 @@ def choose_nodes(config: LaunchConfig) -> Tuple[str, str]:
             f"No Ray node has --learner_gpus={config.learner_gpus:g} GPUs and a CPU for "
             "the learner."
         )
-    return head[0]["NodeID"], learner[0]["NodeID"]
+    return shard_nodes(nodes, config.num_replay_shards), learner[0]["NodeID"]
 
 
-def start_jobs(config: LaunchConfig, verbose: bool) -> Tuple[Dict[str, ray.actor.ActorHandle], str]:
-    """Places the server, reads its address, then starts every job; returns the
-    job actors by name and the server's address."""
-    server_node, learner_node = choose_nodes(config)
-    host, port = ray.get(
-        _address_on_node.options(scheduling_strategy=_pinned(server_node)).remote(config.port)
+def shard_nodes(nodes: Sequence[dict], num_shards: int) -> List[str]:
+    """Node ids for the replay shards: the head first, then the other nodes with a
+    CPU, round robin (so a one-node cluster holds every shard)."""
+    head = [n["NodeID"] for n in nodes if HEAD_NODE_RESOURCE in n["Resources"]]
+    others = [
+        n["NodeID"]
+        for n in nodes
+        if HEAD_NODE_RESOURCE not in n["Resources"] and n["Resources"].get("CPU", 0) >= 1
+    ]
+    order = head[:1] + others
+    return [order[shard % len(order)] for shard in range(num_shards)]
+
+
+def start_jobs(
+    config: LaunchConfig, verbose: bool
+) -> Tuple[Dict[str, ray.actor.ActorHandle], Tuple[str, ...]]:
+    """Places the servers, reads their addresses, then starts every job; returns
+    the job actors by name and the servers' addresses (shard order)."""
+    server_nodes, learner_node = choose_nodes(config)
+    found = ray.get(
+        [
+            _address_on_node.options(scheduling_strategy=_pinned(node)).remote(
+                config.port and config.port + shard
+            )
+            for shard, node in enumerate(server_nodes)
+        ]
     )
-    specs = job_definitions.job_specs(
-        job_definitions.make_run_configs(config, port, host=host), verbose=verbose
-    )
+    hosts, ports = [host for host, _ in found], [port for _, port in found]
+    configs = job_definitions.make_run_configs(config, ports, hosts=hosts)
+    specs = job_definitions.job_specs(configs, verbose=verbose)
+    server_node_of = dict(zip(job_definitions.server_names(len(server_nodes)), server_nodes))
     run_id = uuid.uuid4().hex[:12]
     job_class = ray.remote(JobProcess)
     actors = {}
     for spec in specs:
-        options = _job_options(spec.name, config, server_node, learner_node)
+        options = _job_options(spec.name, config, server_node_of.get(spec.name), learner_node)
         actors[spec.name] = job_class.options(
             name=f"sac-{run_id}-{spec.name}",
             max_restarts=config.max_restarts,
@@ -315,11 +346,13 @@ def start_jobs(config: LaunchConfig, verbose: bool) -> Tuple[Dict[str, ray.actor
             max_concurrency=2,  # stop() runs while run() waits on the child
             **options,
         ).remote(spec, paths.log_dir(config.root_dir), run_id, verbose)
-    return actors, f"{host}:{port}"
+    return actors, configs.learner.client.replay_addresses
 
 
-def _job_options(name: str, config: LaunchConfig, server_node: str, learner_node: str) -> dict:
-    if name == SERVER:
+def _job_options(
+    name: str, config: LaunchConfig, server_node: Optional[str], learner_node: str
+) -> dict:
+    if server_node is not None:
         return dict(num_cpus=1, scheduling_strategy=_pinned(server_node))
     if name == LEARNER:
         return dict(
@@ -338,9 +371,12 @@ class RayRun:
         actors: Dict[str, ray.actor.ActorHandle],
         should_stop: Callable[[], bool],
         console: TextIO = sys.stdout,
+        before_servers_stop: Optional[Callable[[], None]] = None,
     ):
+        """`before_servers_stop` runs once the clients stopped, while the servers serve."""
         self._actors = actors
         self._should_stop = should_stop
+        self._before_servers_stop = before_servers_stop
         self._console = console
         self._codes: Dict[str, Optional[int]] = {name: None for name in actors}
 
@@ -362,7 +398,7 @@ class RayRun:
                 failure = self._collect(refs[ref], ref)
                 if failure is not None:
                     return self._result(1, failure)
-            clients = [n for n in self._actors if n != SERVER]
+            clients = [n for n in self._actors if not is_server(n)]
             if all(self._codes[n] == 0 for n in clients):
                 return self._result(0, "training finished; every job exited 0")
             if self._codes[LEARNER] == 0 and learner_done_at is None:
@@ -385,8 +421,8 @@ class RayRun:
                 f"{name} exited with code {code}; its last lines:\n{tail}\n"
                 f"Full log: logs/{name}.log under root_dir on the node that ran it"
             )
-        if name == SERVER:
-            return "the server exited before the learner finished"
+        if is_server(name):
+            return f"{name} exited before the learner finished"
         return None
 
     def _last_lines(self, name: str) -> List[str]:
@@ -399,11 +435,17 @@ class RayRun:
         return LaunchResult(exit_code, message, dict(self._codes))
 
     def _stop_all(self, run_refs: List[ray.ObjectRef]) -> None:
-        """Clients first, then the server (it writes its replay checkpoint), then the actors."""
-        clients = [a for n, a in self._actors.items() if n != SERVER]
+        """Clients first, then the servers (they write their replay checkpoints), then
+        the actors."""
+        clients = [a for n, a in self._actors.items() if not is_server(n)]
         self._stop(clients, "clients")
-        if SERVER in self._actors:
-            self._stop([self._actors[SERVER]], "server")
+        if self._before_servers_stop is not None:
+            try:
+                self._before_servers_stop()
+            except Exception as error:  # noqa: BLE001  (a report must not keep servers up)
+                self._say(f"could not read the servers before stopping them: {error}")
+        servers = [a for n, a in self._actors.items() if is_server(n)]
+        self._stop(servers, "servers")
         # Each run() call writes its job's last log line and cleans up as it returns.
         ray.wait(run_refs, num_returns=len(run_refs), timeout=_POLL_S * 20)
         for actor in self._actors.values():

@@ -25,6 +25,22 @@ job whose K differs from the server's table is refused.
 
 Table sizes are counted in items; the hyperparameters count transitions and
 are converted here (capacity / K, min_replay_size / K).
+
+Sharding. The replay may be split over S ordinary sac-reverb-servers
+(`--num_replay_shards=S --replay_shard=i`; jobs list all S addresses in
+`--replay_buffer_server_address`). Shard i holds capacity / S items
+(`shard_capacity_items`), may be sampled once it holds ceil(min / S) items
+(`shard_min_size_items`), and keeps its own replay checkpoints. Each actor
+writes to one shard; the learner's batch is the concatenation of per-shard
+sub-batches sized in proportion to the shards' sizes (`batch_shares`).
+The rate limiter keeps its meaning over the whole job because every shard
+enforces the same samples_per_insert on its own items: with sampled_s <=
+spi * inserted_s + buffer_s on every shard, summing gives sampled <= spi *
+inserted + buffer for the job (and likewise from below), with the error
+buffer split S ways (`shard_error_buffer`). With actors spread evenly over
+the shards, their sizes and insert rates match the learner's shares, so no
+shard's limiter holds the others back; a shard with fewer writers paces the
+learner down to its own insert rate, which is what the ratio asks for.
 """
 
 from __future__ import annotations
@@ -32,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import reverb
@@ -304,23 +320,46 @@ def _shape_matches(expected: tf.TensorShape, actual: tf.TensorShape) -> bool:
 # --- tables ---------------------------------------------------------------------------
 
 
+def shard_capacity_items(hparams: Hyperparams, num_shards: int = 1) -> int:
+    """max_size of one shard's replay table: the capacity in items, split evenly."""
+    return hparams.replay_capacity_items // num_shards
+
+
+def shard_min_size_items(hparams: Hyperparams, num_shards: int = 1) -> int:
+    """Items one shard must hold before it may be sampled: its share of the warm-up.
+
+    Rounded up, so that the shards together wait for at least min_replay_items;
+    and a job total of min_replay_items always leaves some shard sampleable.
+    """
+    return -(-hparams.min_replay_items // num_shards)
+
+
+def shard_error_buffer(config: ServerConfig) -> float:
+    """One shard's SampleToInsertRatio error buffer, in items.
+
+    The configured buffer (in transitions) is divided by K and by the number of
+    shards, but never below Reverb's floor of max(1, samples_per_insert).
+    """
+    hp = config.hparams
+    floor = max(1.0, hp.samples_per_insert)
+    return max(floor, config.error_buffer / hp.transitions_per_item / config.num_replay_shards)
+
+
 def make_rate_limiter(config: ServerConfig) -> reverb.rate_limiters.RateLimiter:
     """MinSize by default; SampleToInsertRatio when samples_per_insert is set.
 
-    Counts are in items of K transitions. samples_per_insert is the same in
-    items as in transitions (a sample and an insert both move K transitions);
-    the error buffer, given in transitions, is divided by K but never below
-    Reverb's floor of max(1, samples_per_insert).
+    Counts are in items of K transitions, and per shard (see the module
+    docstring). samples_per_insert is the same in items as in transitions (a
+    sample and an insert both move K transitions) and the same on every shard.
     """
     hp = config.hparams
-    min_size = hp.min_replay_items
+    min_size = shard_min_size_items(hp, config.num_replay_shards)
     if hp.samples_per_insert is None:
         return reverb.rate_limiters.MinSize(min_size)
-    floor = max(1.0, hp.samples_per_insert)
     return reverb.rate_limiters.SampleToInsertRatio(
         samples_per_insert=hp.samples_per_insert,
         min_size_to_sample=min_size,
-        error_buffer=max(floor, config.error_buffer / hp.transitions_per_item),
+        error_buffer=shard_error_buffer(config),
     )
 
 
@@ -337,17 +376,23 @@ def latest_value_table(name: str, signature: object) -> reverb.Table:
 
 
 def make_tables(config: ServerConfig, env_specs: EnvSpecs) -> list:
-    """The replay table and the variable container table, signatures included."""
+    """The replay table, the variable container table and the max-priority table.
+
+    Every shard has all three; the variable and max-priority tables are used
+    only on the server that jobs name as their variable container (launchers
+    pass shard 0). The max-priority table exists with or without prioritized
+    replay, so replay checkpoints restore under either setting.
+    """
     replay = reverb.Table(
         name=REPLAY_TABLE,
-        sampler=reverb.selectors.Uniform(),
+        sampler=replay_sampler(config.hparams),
         remover=reverb.selectors.Fifo(),
-        max_size=config.hparams.replay_capacity_items,
+        max_size=shard_capacity_items(config.hparams, config.num_replay_shards),
         rate_limiter=make_rate_limiter(config),
         signature=transition_signature(env_specs, config.hparams.transitions_per_item),
     )
     variables = latest_value_table(VARIABLE_TABLE, variable_signature(env_specs, config.hparams))
-    return [replay, variables]
+    return [replay, variables, max_priority_table()]
 
 
 def validate_server_config(config: ServerConfig) -> None:
@@ -424,29 +469,68 @@ def check_table_signature(client: reverb.Client, table: str, expected: object, w
 
 
 def check_server_tables(
-    replay_client: reverb.Client,
+    replay_clients,
     variables_client: reverb.Client,
     specs: EnvSpecs,
     hparams: Hyperparams,
     who: str,
+    replay_addresses: Optional[Sequence[str]] = None,
 ) -> None:
     """Refuses a job whose env specs, transitions_per_item or actor network sizes
     differ from what the server's tables were built for, naming both values.
 
-    Raises SignatureMismatchError; run it before the job writes or reads anything.
+    `replay_clients` is one client or one per replay shard (in the order of
+    `replay_addresses`); with several shards each one's capacity is checked
+    too (`check_shard_capacity`). Raises SignatureMismatchError; run it before
+    the job writes or reads anything.
     """
-    check_table_signature(
-        replay_client,
-        REPLAY_TABLE,
-        transition_signature(specs),  # any K: the row layout first
-        f"The {who}'s transition spec",
-    )
-    check_transitions_per_item(replay_client, hparams.transitions_per_item, who)
+    if isinstance(replay_clients, reverb.Client):
+        replay_clients = [replay_clients]
+    addresses = replay_addresses or [f"shard {i}" for i in range(len(replay_clients))]
+    for client, address in zip(replay_clients, addresses):
+        check_table_signature(
+            client,
+            REPLAY_TABLE,
+            transition_signature(specs),  # any K: the row layout first
+            f"The {who}'s transition spec",
+        )
+        check_transitions_per_item(client, hparams.transitions_per_item, who)
+        check_replay_sampler(client, hparams, who)
+        if len(replay_clients) > 1:
+            check_shard_capacity(client, address, hparams, len(replay_clients))
     check_table_signature(
         variables_client,
         VARIABLE_TABLE,
         variable_signature(specs, hparams),
         f"The {who}'s policy variable spec",
+    )
+    if hparams.prioritized_replay:
+        check_max_priority_table(variables_client)
+
+
+def check_shard_capacity(
+    client: reverb.Client, address: str, hparams: Hyperparams, num_shards: int
+) -> None:
+    """Refuses a shard whose replay table was sized for another number of shards.
+
+    A server started with --num_replay_shards=S holds replay_capacity_items // S
+    items; a job that lists a different number of replay addresses would
+    split batches and warm-up wrongly, so it is refused naming both sides.
+    """
+    actual = int(table_info(client, REPLAY_TABLE).max_size)
+    expected = shard_capacity_items(hparams, num_shards)
+    if actual == expected:
+        return
+    started = [
+        s for s in range(1, 65) if shard_capacity_items(hparams, s) == actual
+    ]  # the shard counts that explain the server's size, for the message
+    guess = f", as started with --num_replay_shards={started[0]}" if started else ""
+    raise SignatureMismatchError(
+        f"The replay server at {address} holds {actual} items per shard{guess}; this job "
+        f"lists {num_shards} replay addresses, so with --replay_buffer_capacity="
+        f"{hparams.replay_buffer_capacity} each shard should hold {expected}. Start every "
+        "shard with --num_replay_shards equal to the number of addresses in "
+        "--replay_buffer_server_address, and the same --replay_buffer_capacity."
     )
 
 
@@ -552,8 +636,11 @@ class TransitionWriter:
         client: reverb.Client,
         transitions_per_item: Optional[int] = None,
         max_items_in_flight: int = MAX_ITEMS_IN_FLIGHT,
+        priority: float = 1.0,
     ):
         """`transitions_per_item`: K; None reads it from the server's table.
+        `priority`: the insert priority of the next items (settable as `.priority`;
+        the uniform sampler ignores it, a prioritized one samples by it).
 
         Raises SignatureMismatchError when a given K differs from the table's.
         """
@@ -573,6 +660,7 @@ class TransitionWriter:
         self._unconfirmed_at_close = 0  # transitions
         self._incomplete_at_close = 0  # transitions
         self._closed = False
+        self.priority = float(priority)
 
     @property
     def transitions_per_item(self) -> int:
@@ -609,7 +697,7 @@ class TransitionWriter:
             refs = self._refs
             refs.append(fast.Append([row])[0])
             if len(refs) == self._k:
-                fast.CreateItem(REPLAY_TABLE, 1.0, [refs], [False])
+                fast.CreateItem(REPLAY_TABLE, self.priority, [refs], [False])
                 self._refs = []
                 self._item_done()
             return
@@ -618,7 +706,7 @@ class TransitionWriter:
         if self._rows_in_item == self._k:
             if self._column is None:
                 self._column = self._writer.history
-            self._writer.create_item(REPLAY_TABLE, 1.0, self._column[-self._k :])
+            self._writer.create_item(REPLAY_TABLE, self.priority, self._column[-self._k :])
             self._rows_in_item = 0
             self._item_done()
         self._fast = _cpp_writer(self._writer)
@@ -722,45 +810,168 @@ def _cpp_writer(writer: reverb.TrajectoryWriter):
 # --- the dataset ----------------------------------------------------------------------
 
 
+class SampleInfo(NamedTuple):
+    """Where each sampled item of a batch came from, one entry per ITEM.
+
+    `probability` is the item's probability within the whole replay: the
+    shard's share of the batch times Reverb's probability within the shard.
+    `replay_size` is the whole replay's size in items as seen from the item's
+    shard (its table size divided by its share; exact when shares follow the
+    shards' sizes). Importance weights are (replay_size * probability) ** -beta.
+    """
+
+    key: tf.Tensor  # uint64: Reverb's item key (unique within its shard)
+    shard: tf.Tensor  # int32: index into the dataset's address list
+    probability: tf.Tensor  # float64
+    replay_size: tf.Tensor  # int64
+
+
+def batch_shares(sizes: Sequence[int], min_sizes: Sequence[int], items: int) -> List[int]:
+    """Items of a batch to sample from each shard, in proportion to its size.
+
+    Shards below their `min_sizes` (not yet sampleable) get none, unless no
+    shard is sampleable (then all count, and sampling waits as usual).
+    Largest-remainder rounding: the shares sum to `items` exactly.
+    """
+    weights = [size if size >= low else 0 for size, low in zip(sizes, min_sizes)]
+    if sum(weights) == 0:
+        weights = [max(size, 1) for size in sizes]
+    total = sum(weights)
+    exact = [items * w / total for w in weights]
+    shares = [int(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: exact[i] - shares[i], reverse=True)
+    for i in by_remainder[: items - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
 def make_dataset(
-    address: str,
+    addresses,
     env_specs: EnvSpecs,
     batch_size: int,
     max_in_flight: Optional[int] = None,
     rate_limiter_timeout_ms: int = -1,
     transitions_per_item: Optional[int] = None,
     num_parallel_datasets: int = DEFAULT_PARALLEL_DATASETS,
+    with_sample_info: bool = False,
+    shard_ids: Optional[Sequence[int]] = None,
 ) -> tf.data.Dataset:
-    """Batches of `batch_size` `Transition`s sampled uniformly from the replay table.
+    """Batches of `batch_size` `Transition`s sampled uniformly from the replay.
 
+    `addresses`: one host:port, or a sequence of them (one per replay shard).
     Samples batch_size / K items (K = `transitions_per_item`, read from the
     server's table when None; a given K is checked against the table's) from
-    `num_parallel_datasets` interleaved Reverb streams, then reshapes them to
-    batch_size rows. `max_in_flight` is per stream, in items (default: one
-    batch's worth).
+    `num_parallel_datasets` interleaved Reverb streams per shard, then
+    reshapes them to batch_size rows. With several shards each batch is the
+    concatenation of per-shard sub-batches, sized in proportion to the
+    shards' sizes when the dataset is built (`batch_shares`). `max_in_flight`
+    is per stream, in items (default: one sub-batch's worth).
 
-    With `rate_limiter_timeout_ms >= 0` the dataset ends when the table's rate
+    With `rate_limiter_timeout_ms >= 0` the dataset ends when a table's rate
     limiter holds samples back that long (e.g. no actor is inserting), so a
     training loop regains control to check for stops, then makes a new one.
+    With `with_sample_info` it yields `(Transition, SampleInfo)`; its `shard`
+    is `shard_ids[i]` for `addresses[i]` (default i), so a learner sampling
+    from some of its shards can name them by their index in the whole job.
     """
-    k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
+    addresses = [addresses] if isinstance(addresses, str) else list(addresses)
+    shard_ids = list(range(len(addresses))) if shard_ids is None else list(shard_ids)
+    if len(shard_ids) != len(addresses):
+        raise ValueError(f"shard_ids {shard_ids} do not match the addresses {addresses}.")
+    k = 0
+    for address in addresses:
+        k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
     layout = row_layout(env_specs)
     items_per_batch = batch_size // k
-    dataset = _item_streams(
-        address,
-        transition_signature(env_specs, k),
-        max_in_flight or max(items_per_batch, 1),
-        rate_limiter_timeout_ms,
-        num_parallel_datasets,
-    )
-    # Whole ReplaySamples are batched (no per-item map: a per-item op costs
-    # more CPU than Reverb's sampling itself), then the rows are split once.
-    dataset = dataset.batch(items_per_batch, drop_remainder=True)
-    dataset = dataset.map(
-        lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    signature = transition_signature(env_specs, k)
+    if len(addresses) == 1 and not with_sample_info:
+        # One server: the plain path, no zip and no per-item info.
+        dataset = _item_streams(
+            addresses[0],
+            signature,
+            max_in_flight or max(items_per_batch, 1),
+            rate_limiter_timeout_ms,
+            num_parallel_datasets,
+        )
+        # Whole ReplaySamples are batched (no per-item map: a per-item op costs
+        # more CPU than Reverb's sampling itself), then the rows are split once.
+        dataset = dataset.batch(items_per_batch, drop_remainder=True)
+        dataset = dataset.map(
+            lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    parts = []
+    for shard, items in enumerate(_current_shares(addresses, items_per_batch)):
+        if items == 0:
+            continue
+        stream = _item_streams(
+            addresses[shard],
+            signature,
+            max_in_flight or items,
+            rate_limiter_timeout_ms,
+            num_parallel_datasets,
+        )
+        share = items / items_per_batch
+        parts.append(
+            stream.batch(items, drop_remainder=True).map(
+                functools.partial(_with_info, shard=shard_ids[shard], share=share)
+            )
+        )
+    dataset = parts[0] if len(parts) == 1 else tf.data.Dataset.zip(tuple(parts)).map(_concat)
+
+    def to_output(items: tf.Tensor, info: SampleInfo):
+        transition = items_to_transition(items, layout)
+        return (transition, info) if with_sample_info else transition
+
+    dataset = dataset.map(to_output, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _current_shares(addresses: Sequence[str], items_per_batch: int) -> List[int]:
+    """`batch_shares` from the shards' current sizes and min sizes to sample."""
+    infos = [table_info(reverb.Client(address), REPLAY_TABLE) for address in addresses]
+    sizes = [int(info.current_size) for info in infos]
+    min_sizes = [int(info.rate_limiter_info.min_size_to_sample) for info in infos]
+    shares = batch_shares(sizes, min_sizes, items_per_batch)
+    logging.info(
+        "Sampling %s items per batch from the replay shards %s (sizes %s).",
+        shares,
+        list(addresses),
+        sizes,
+    )
+    return shares
+
+
+def _with_info(samples: reverb.ReplaySample, shard: int, share: float):
+    """One shard's sub-batch: its items and their `SampleInfo` over the whole replay."""
+    info = samples.info
+    n = tf.shape(info.key)[0]
+    replay_size = tf.cast(tf.round(tf.cast(info.table_size, tf.float64) / share), tf.int64)
+    return samples.data[TRANSITIONS], SampleInfo(
+        key=info.key,
+        shard=tf.fill([n], tf.constant(shard, tf.int32)),
+        probability=info.probability * share,
+        replay_size=replay_size,
+    )
+
+
+def _concat(*parts):
+    """Concatenates per-shard (items, SampleInfo) sub-batches into one batch."""
+    items = tf.concat([part[0] for part in parts], axis=0)
+    info = SampleInfo(*(tf.concat(list(field), axis=0) for field in zip(*(p[1] for p in parts))))
+    return items, info
+
+
+def stored_items(clients: Sequence[reverb.Client], timeout_s: int = 5) -> int:
+    """Replay items held by all the reachable shards together (unreachable: 0)."""
+    total = 0
+    for client in clients:
+        try:
+            total += int(table_info(client, REPLAY_TABLE, timeout_s).current_size)
+        except TRANSIENT_ERRORS:
+            continue
+    return total
 
 
 def _dataset_transitions_per_item(
@@ -835,3 +1046,89 @@ def to_transition(rows: tf.Tensor, layout: RowLayout) -> trajectory.Transition:
     time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), obs)
     next_time_step = ts.TimeStep(mid, reward, discount, next_obs)
     return trajectory.Transition(time_step, policy_step.PolicyStep(action, (), ()), next_time_step)
+
+
+# --- prioritized replay ---------------------------------------------------------------
+#
+# With `Hyperparams.prioritized_replay` each shard's replay table samples items
+# with probability p_i ** alpha / sum_k p_k ** alpha (Reverb's Prioritized
+# selector, alpha = priority_exponent); the learner sets p_i from |TD error|
+# (priorities.py) and weights the critic loss by importance weights
+# (sac_learner.importance_weights: the SAC update imports no Reverb). New items
+# enter at the largest priority the learner has set so far: the learner
+# publishes it in a one-item table beside the variable container, which every
+# server has whether or not it prioritizes, so that replay checkpoints written
+# with either setting restore under the other (Reverb restores a checkpoint's
+# tables with the sampler and signature they were written with, and refuses a
+# checkpoint holding a table the server does not define).
+
+MAX_PRIORITY_TABLE = "max_priority"
+MAX_PRIORITY = "max_priority"
+# The priority of new items before the learner has published one (Reverb's
+# default insert priority, and what every item has without prioritized replay).
+INITIAL_PRIORITY = 1.0
+
+
+def replay_sampler(hparams: Hyperparams) -> reverb.selectors.Selector:
+    """The replay table's sampler: Prioritized(priority_exponent) or Uniform."""
+    if hparams.prioritized_replay:
+        return reverb.selectors.Prioritized(hparams.priority_exponent)
+    return reverb.selectors.Uniform()
+
+
+def max_priority_signature() -> Dict[str, tf.TensorSpec]:
+    """Signature of the max-priority item: one float64 scalar."""
+    return {MAX_PRIORITY: tf.TensorSpec((), tf.float64, MAX_PRIORITY)}
+
+
+def max_priority_table() -> reverb.Table:
+    """The one-item table holding the largest priority the learner has set.
+
+    Build it wherever the variable container table is built, with or without
+    prioritized replay (see the section comment: checkpoints stay portable).
+    """
+    return latest_value_table(MAX_PRIORITY_TABLE, max_priority_signature())
+
+
+def check_replay_sampler(client: reverb.Client, hparams: Hyperparams, who: str) -> None:
+    """Refuses a job whose prioritized_replay setting differs from the server's table.
+
+    A learner computing importance weights for a uniform table (or an actor
+    publishing priorities nobody samples by) would train on something other
+    than what it was asked for, silently. Raises SignatureMismatchError naming
+    both sides; the server's sampler may come from a restored replay checkpoint.
+    """
+    options = table_info(client, REPLAY_TABLE).sampler_options
+    kind = options.WhichOneof("distribution")
+    server_prioritized = kind == "prioritized"
+    if server_prioritized != hparams.prioritized_replay:
+        server = (
+            f"prioritized (priority_exponent={options.prioritized.priority_exponent:g})"
+            if server_prioritized
+            else f"{kind}"
+        )
+        raise SignatureMismatchError(
+            f"The {who} runs with prioritized_replay={hparams.prioritized_replay}, but the "
+            f"server's replay table {REPLAY_TABLE!r} samples {server}. Start every job with "
+            f"the server's setting (--prioritized_replay={str(server_prioritized).lower()}); a "
+            "server restored from a replay checkpoint keeps the sampler it was written with, "
+            "so changing the setting needs a new root_dir or --replay_start_empty."
+        )
+    exponent = options.prioritized.priority_exponent
+    if server_prioritized and abs(exponent - hparams.priority_exponent) > 1e-6:
+        raise SignatureMismatchError(
+            f"The {who} runs with priority_exponent={hparams.priority_exponent:g}, but the "
+            f"server's replay table {REPLAY_TABLE!r} samples with priority_exponent="
+            f"{exponent:g}: start every job with --priority_exponent={exponent:g}."
+        )
+
+
+def check_max_priority_table(client: reverb.Client) -> None:
+    """Refuses a prioritized job on a variable server without the max-priority table."""
+    infos = client.server_info()
+    if MAX_PRIORITY_TABLE not in infos:
+        raise SignatureMismatchError(
+            f"Prioritized replay needs the table {MAX_PRIORITY_TABLE!r} beside the variable "
+            f"container, and the server has only {sorted(infos)}: it runs an older "
+            "sac-reverb-server. Restart it with this version."
+        )

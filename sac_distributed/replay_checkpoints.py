@@ -39,8 +39,8 @@ _FILES = ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord")
 class ReplayCheckpoints:
     """The kept replay checkpoints of one root_dir, newest first."""
 
-    def __init__(self, root_dir: str, keep: int):
-        self.directory = paths.replay_checkpoint_dir(root_dir)
+    def __init__(self, root_dir: str, keep: int, shard: int = 0):
+        self.directory = paths.replay_checkpoint_dir(root_dir, shard)
         self.writing_dir = os.path.join(self.directory, paths.REPLAY_WRITING_DIR)
         self._keep = keep
         os.makedirs(self.writing_dir, exist_ok=True)

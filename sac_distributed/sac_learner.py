@@ -9,6 +9,9 @@ offers
   * `step(iterator, num_steps)`: `num_steps` SAC updates in one traced call,
     over any iterator of distributed batches (a Reverb dataset, a constant
     batch in a benchmark), returning the last step's losses;
+  * `step_prioritized(iterator, num_steps)`: the same with prioritized replay,
+    over batches that carry each item's sampling facts: the critic loss is
+    weighted by importance weights and each item's new priority comes back;
   * `diagnostics(iterator)`: policy entropy and mean Q on one batch;
   * `variables()`: what actors and evaluators need (policy weights,
     train_step, observation statistics);
@@ -25,13 +28,15 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Dict, Iterator, List, NamedTuple, Optional
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from tf_agents.agents.sac import sac_agent
 from tf_agents.policies import greedy_policy, policy_saver
+from tf_agents.trajectories import trajectory
+from tf_agents.utils import common, object_identity
 
 from sac_distributed import agent as agent_lib
 from sac_distributed import paths
@@ -42,6 +47,9 @@ from sac_distributed.policy import ObservationNormalization
 from sac_distributed.runtime import replace_dir
 
 DEFAULT_CHECKPOINTS_TO_KEEP = 3
+# Added to every new priority: an item at priority 0 would never be sampled
+# again, although its TD error changes as the critics learn.
+PRIORITY_EPSILON = 1e-6
 
 
 class Losses(NamedTuple):
@@ -59,6 +67,18 @@ class Diagnostics(NamedTuple):
     entropy: float  # -E[log pi(a|s)], a ~ pi
     q_value: float  # mean Q1(s, a ~ pi)
     alpha: float  # the temperature
+
+
+class PriorityUpdate(NamedTuple):
+    """New priorities of the replay items one `step_prioritized` call trained on.
+
+    One entry per item and step, in step order (an item sampled twice appears
+    twice; the later priority is the newer one).
+    """
+
+    keys: np.ndarray  # uint64: the items' Reverb keys
+    shards: np.ndarray  # int32: the shard each item came from
+    priorities: np.ndarray  # float64: mean |TD error| over the item's rows, + epsilon
 
 
 class LearnerVariables(NamedTuple):
@@ -97,6 +117,8 @@ class SacLearner:
     ):
         self._specs = specs
         self._root_dir = root_dir
+        self._rows_per_item = hparams.transitions_per_item
+        self._beta = hparams.importance_sampling_exponent
         self.strategy = strategy
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)  # the same initial weights every run
@@ -152,6 +174,7 @@ class SacLearner:
         A call abandoned on a lost server may still be running the old ones.
         """
         self._train_fn = _function(self._train_steps)
+        self._prioritized_fn = _function(self._prioritized_steps)
         self._diagnostics_fn = _function(self._diagnostics)
 
     def step(self, iterator: Iterator, num_steps: int = 1) -> Losses:
@@ -161,13 +184,40 @@ class SacLearner:
         when a loss becomes NaN or inf, and the iterator's own errors
         (OutOfRangeError when a sample timed out, the client's on a lost server).
         """
+        return self._checked_losses(self._call(self._train_fn, iterator, num_steps))
+
+    def step_prioritized(
+        self, iterator: Iterator, num_steps: int = 1
+    ) -> Tuple[Losses, PriorityUpdate]:
+        """`step` for prioritized replay: also the new priorities of every item used.
+
+        `iterator` yields `(Transition, info)` where `info` has per-item fields
+        `key` (uint64), `shard` (int32), `probability` (float64, within the
+        whole replay) and `replay_size` (int64, items), and the batch's rows are
+        its items' K = transitions_per_item rows, item by item. The critic loss
+        weights each row by its item's importance weight (`importance_weights`);
+        the actor and temperature losses are unweighted, as in PER and Ape-X.
+        Raises what `step` raises.
+        """
+        losses, keys, shards, priorities = self._call(self._prioritized_fn, iterator, num_steps)
+        update = PriorityUpdate(
+            keys=keys.numpy().view(np.uint64),  # carried as int64 bits (see below)
+            shards=shards.numpy(),
+            priorities=priorities.numpy(),
+        )
+        return self._checked_losses(losses), update
+
+    def _call(self, fn, iterator: Iterator, num_steps: int):
+        """`fn(iterator, num_steps)`, turning SacAgent's numerics check into our error."""
         try:
-            outputs = self._train_fn(iterator, tf.constant(num_steps))
+            return fn(iterator, tf.constant(num_steps))
         except tf.errors.InvalidArgumentError as error:
-            # SacAgent checks its losses with tf.debugging.check_numerics.
+            # SacAgent and weighted_sac_update check losses with tf.debugging.check_numerics.
             if "inf or nan" not in error.message:
                 raise
             raise self._non_finite(error.message.splitlines()[0]) from None
+
+    def _checked_losses(self, outputs) -> Losses:
         losses = Losses(*(float(x) for x in outputs))
         if not all(np.isfinite(losses)):
             raise self._non_finite(f"total, critic, actor, alpha losses = {list(losses)}")
@@ -199,6 +249,52 @@ class SacLearner:
         _, losses = tf.while_loop(lambda i, _: i < num_steps, body, start)
         return losses
 
+    def _prioritized_steps(self, iterator, num_steps: tf.Tensor):
+        """The traced body of `step_prioritized`: like `_train_steps`, collecting
+        every step's item keys, shards and priorities in TensorArrays.
+
+        Keys travel as int64 bit patterns (a free bitcast each way), so the
+        TensorArrays and cross-replica gathers need only int64 kernels, which
+        every device has.
+        """
+
+        def body(i, _losses, keys, shards, priorities):
+            experience, info = next(iterator)
+            per_replica = self.strategy.run(self._prioritized_replica_step, (experience, info))
+            replica_losses, replica_keys, replica_shards, replica_priorities = per_replica
+            total = tf.distribute.ReduceOp.SUM
+            losses = tuple(self.strategy.reduce(total, x, axis=None) for x in replica_losses)
+            keys = keys.write(i, self.strategy.gather(replica_keys, axis=0))
+            shards = shards.write(i, self.strategy.gather(replica_shards, axis=0))
+            priorities = priorities.write(i, self.strategy.gather(replica_priorities, axis=0))
+            return i + 1, losses, keys, shards, priorities
+
+        zero = tf.constant(0.0)
+        start = (
+            tf.constant(0, num_steps.dtype),
+            (zero, zero, zero, zero),
+            tf.TensorArray(tf.int64, size=num_steps),
+            tf.TensorArray(tf.int32, size=num_steps),
+            tf.TensorArray(tf.float64, size=num_steps),
+        )
+        _, losses, keys, shards, priorities = tf.while_loop(
+            lambda i, *_: i < num_steps, body, start
+        )
+        flat = [tf.reshape(array.stack(), [-1]) for array in (keys, shards, priorities)]
+        return (losses, *flat)
+
+    def _prioritized_replica_step(self, experience, info):
+        """One replica's weighted update; its losses and its items' keys, shards, priorities."""
+        if self.normalizer is not None:
+            self.normalizer.update(experience.time_step.observation)
+        weights = importance_weights(
+            info.probability, info.replay_size, self._beta, self._rows_per_item
+        )
+        losses, td_errors = weighted_sac_update(self.agent, experience, weights)
+        priorities = item_priorities(td_errors, self._rows_per_item)
+        keys = tf.bitcast(tf.cast(info.key, tf.uint64), tf.int64)
+        return losses, keys, tf.cast(info.shard, tf.int32), priorities
+
     def diagnostics(self, iterator: Iterator) -> Diagnostics:
         """Entropy and mean Q on one batch from `iterator`, and the temperature."""
         entropy, q_value = (float(x) for x in self._diagnostics_fn(iterator))
@@ -208,6 +304,8 @@ class SacLearner:
         """Policy entropy estimate -E[log pi(a|s)] and mean Q1(s, a ~ pi) on one batch."""
 
         def replica_fn(experience):
+            if not isinstance(experience, trajectory.Transition):
+                experience = experience[0]  # (Transition, SampleInfo) with prioritized replay
             time_steps = experience.time_step
             # SacAgent's own sampler, so the estimate matches what the loss sees.
             actions, log_pi = self.agent._actions_and_log_probs(time_steps)  # noqa: SLF001
@@ -341,6 +439,121 @@ class SacLearner:
             f"weights expect {'normalized' if normalized else 'raw'} observations. Pass "
             f"--normalize_observations={str(normalized).lower()}, or use a new root_dir."
         )
+
+
+def importance_weights(
+    probability: tf.Tensor, replay_size: tf.Tensor, beta: float, rows_per_item: int
+) -> tf.Tensor:
+    """Per-row importance weights (N * P(i)) ** -beta / their batch maximum, float32.
+
+    `probability` is each item's sampling probability P(i) within the whole
+    replay and `replay_size` N its size in items, so the weights undo the
+    bias of prioritized sampling by a fraction beta (Schaul et al. 2016);
+    dividing by the batch's largest weight keeps them in (0, 1], so they only
+    ever scale updates down (under a multi-replica strategy, each replica's
+    batch is normalized on its own). Each of an item's K = `rows_per_item` rows gets
+    the item's weight (rows are item-major). float64 inside: N * P(i) of a
+    rarely drawn item is tiny. Uniform sampling (P = 1/N) gives weights of 1.
+    """
+    size = tf.cast(replay_size, tf.float64)
+    weights = tf.pow(size * tf.cast(probability, tf.float64), -float(beta))
+    weights /= tf.reduce_max(weights)
+    return tf.cast(tf.repeat(weights, rows_per_item), tf.float32)
+
+
+def item_priorities(td_errors: tf.Tensor, rows_per_item: int) -> tf.Tensor:
+    """Each item's new priority: the mean |TD error| of its K rows, + epsilon (float64).
+
+    The mean, not the max: an item's K rows are consecutive steps of one
+    episode, sampled together, and the mean says how much the item as a whole
+    has left to teach without one outlier step deciding it.
+    """
+    per_item = tf.reduce_mean(tf.reshape(td_errors, [-1, rows_per_item]), axis=1)
+    return tf.cast(per_item, tf.float64) + PRIORITY_EPSILON
+
+
+def critic_loss_and_td_errors(
+    agent: sac_agent.SacAgent, experience, weights: Optional[tf.Tensor] = None
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """SacAgent's critic loss on a batch of Transitions, weighted per row, and each
+    row's |TD error| (the mean over both critics).
+
+    The same math as `SacAgent.critic_loss` (target = reward_scale * r + gamma *
+    discount * (min of the target critics at a' ~ pi(s') - alpha log pi(a'|s')),
+    the agent's td_errors_loss_fn per critic, summed, averaged over the global
+    batch), but it also returns the TD errors from the same forward pass, for
+    the priorities. The mean over both critics: each critic is trained on the
+    item, so each one's error says how surprising it still is.
+    """
+    time_steps, policy_steps, next_time_steps = experience
+    next_actions, next_log_pis = agent._actions_and_log_probs(next_time_steps, training=False)  # noqa: SLF001
+    target_input = (next_time_steps.observation, next_actions)
+    step_type = next_time_steps.step_type
+    target_q1, _ = agent._target_critic_network_1(target_input, step_type, training=False)  # noqa: SLF001
+    target_q2, _ = agent._target_critic_network_2(target_input, step_type, training=False)  # noqa: SLF001
+    soft_value = tf.minimum(target_q1, target_q2) - tf.exp(agent._log_alpha) * next_log_pis  # noqa: SLF001
+    targets = tf.stop_gradient(
+        agent._reward_scale_factor * next_time_steps.reward  # noqa: SLF001
+        + agent._gamma * next_time_steps.discount * soft_value  # noqa: SLF001
+    )
+    pred_input = (time_steps.observation, policy_steps.action)
+    q1, _ = agent._critic_network_1(pred_input, time_steps.step_type, training=True)  # noqa: SLF001
+    q2, _ = agent._critic_network_2(pred_input, time_steps.step_type, training=True)  # noqa: SLF001
+    loss_fn = agent._td_errors_loss_fn  # noqa: SLF001
+    per_row = loss_fn(targets, q1) + loss_fn(targets, q2)
+    loss = common.aggregate_losses(
+        per_example_loss=per_row,
+        sample_weight=weights,
+        regularization_loss=agent._critic_network_1.losses + agent._critic_network_2.losses,  # noqa: SLF001
+    ).total_loss
+    td_errors = 0.5 * (tf.abs(q1 - targets) + tf.abs(q2 - targets))
+    return agent._critic_loss_weight * loss, tf.stop_gradient(td_errors)  # noqa: SLF001
+
+
+def weighted_sac_update(
+    agent: sac_agent.SacAgent, experience, weights: tf.Tensor
+) -> Tuple[Tuple[tf.Tensor, ...], tf.Tensor]:
+    """SacAgent's `_train` with importance `weights` on the critic loss alone.
+
+    In SacAgent's order: critic, actor, temperature (each with its own tape,
+    optimizer and the agent's gradient clipping), then train_step + 1 and the
+    target update on its period. Returns ((total, critic, actor, alpha losses),
+    per-row |TD error|).
+    """
+    critic_variables = list(
+        object_identity.ObjectIdentitySet(
+            agent._critic_network_1.trainable_variables  # noqa: SLF001
+            + agent._critic_network_2.trainable_variables  # noqa: SLF001
+        )
+    )
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(critic_variables)
+        critic_loss, td_errors = critic_loss_and_td_errors(agent, experience, weights)
+    tf.debugging.check_numerics(critic_loss, "Critic loss is inf or nan.")
+    _apply(agent, tape.gradient(critic_loss, critic_variables), critic_variables, "critic")
+    time_steps = experience.time_step
+    actor_variables = agent._actor_network.trainable_variables  # noqa: SLF001
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(actor_variables)
+        actor_loss = agent._actor_loss_weight * agent.actor_loss(time_steps, training=True)  # noqa: SLF001
+    tf.debugging.check_numerics(actor_loss, "Actor loss is inf or nan.")
+    _apply(agent, tape.gradient(actor_loss, actor_variables), actor_variables, "actor")
+    alpha_variables = [agent._log_alpha]  # noqa: SLF001
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(alpha_variables)
+        alpha_loss = agent._alpha_loss_weight * agent.alpha_loss(time_steps, training=True)  # noqa: SLF001
+    tf.debugging.check_numerics(alpha_loss, "Alpha loss is inf or nan.")
+    _apply(agent, tape.gradient(alpha_loss, alpha_variables), alpha_variables, "alpha")
+    agent.train_step_counter.assign_add(1)
+    agent._update_target()  # noqa: SLF001
+    total = critic_loss + actor_loss + alpha_loss
+    return (total, critic_loss, actor_loss, alpha_loss), td_errors
+
+
+def _apply(agent: sac_agent.SacAgent, gradients, variables, which: str) -> None:
+    """SacAgent's own gradient step (clipping included) with its `which` optimizer."""
+    optimizer = getattr(agent, f"_{which}_optimizer")
+    agent._apply_gradients(gradients, variables, optimizer)  # noqa: SLF001
 
 
 def _function(fn):

@@ -1,11 +1,18 @@
 """The Reverb server job: replay + variable container, stats and replay checkpoints.
 
 The server builds both table signatures from the environment and the network
-config, so it needs no learner and no exported policy to start.
+config, so it needs no learner and no exported policy to start. With
+--num_replay_shards=S it is shard --replay_shard of S: its replay table holds
+1/S of the capacity (`replay.shard_capacity_items`), and it keeps its replay
+checkpoints and summaries in the shard's own directories (`paths`), so S
+servers share one root_dir. Clients use the variable table only on the server
+they name as variable container (launchers pass shard 0).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
 from typing import Callable, Optional
 
@@ -13,10 +20,10 @@ import portpicker
 import reverb
 from absl import logging
 
-from sac_distributed import ownership
+from sac_distributed import ownership, paths
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import ServerConfig
-from sac_distributed.errors import PortInUseError
+from sac_distributed.errors import PortInUseError, RunOwnedError
 from sac_distributed.replay import (
     REPLAY_TABLE,
     TransitionCounts,
@@ -39,13 +46,59 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     port = port if port is not None else (config.port or portpicker.pick_unused_port())
     check_port_free(port)
     specs = specs_lib.specs_for(config.env_name)
-    checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
+    checkpoints = _replay_checkpoints(config)
 
     def build(checkpointer) -> reverb.Server:
         tables = make_tables(config, specs) + ownership.make_tables()
         return reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
 
     return restore_server(checkpoints, build, config.replay_start_empty)
+
+
+def _replay_checkpoints(config: ServerConfig) -> ReplayCheckpoints:
+    return ReplayCheckpoints(
+        config.root_dir, config.replay_checkpoints_to_keep, shard=config.replay_shard
+    )
+
+
+class ShardLock:
+    """An exclusive flock on the shard's server.lock while a server serves it.
+
+    Two servers for the same shard of one root_dir would write replay
+    checkpoints into the same directory and tidy away each other's; servers
+    for different shards use different directories and locks, so they coexist.
+    The kernel drops the lock when its process dies.
+    """
+
+    def __init__(self, config: ServerConfig):
+        self._path = paths.server_lock_path(config.root_dir, config.replay_shard)
+        self._shard = config.replay_shard
+        self._file = None
+
+    def __enter__(self) -> ShardLock:
+        os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        handle = open(self._path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunOwnedError(
+                f"Another sac-reverb-server ({holder}) already serves replay shard "
+                f"{self._shard} of this root_dir ({self._path} is locked). Stop it first, "
+                "or start this one with another --replay_shard or --root_dir."
+            ) from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:
+            self._file.close()  # closing releases the flock
+            self._file = None
 
 
 def check_port_free(port: int) -> None:
@@ -76,7 +129,7 @@ class ServerLoop:
         self._client = server.localhost_client()
         self._metrics = metrics
         self._arbiter = ownership.LeaseArbiter(self._client)
-        self._checkpoints = ReplayCheckpoints(config.root_dir, config.replay_checkpoints_to_keep)
+        self._checkpoints = _replay_checkpoints(config)
 
     def run(self, should_stop: Callable[[], bool], wait: Callable[[float], bool]) -> None:
         last_stats = last_ckpt = time.monotonic()

@@ -30,6 +30,9 @@ class VariableSnapshot:
     train_step: int
     learner_done: bool
     normalization: ObservationNormalization
+    # The largest replay priority the learner has set (prioritized replay: new
+    # items are inserted with it); None when it has published none.
+    max_priority: Optional[float] = None
 
 
 class VariableContainer:
@@ -38,6 +41,7 @@ class VariableContainer:
     def __init__(self, client: reverb.Client):
         self._client = client
         self._writer: Optional[reverb.TrajectoryWriter] = None
+        self._priority_writer: Optional[reverb.TrajectoryWriter] = None
 
     def push(
         self,
@@ -69,10 +73,19 @@ class VariableContainer:
         self._writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
         return int(sum(w.nbytes for w in data[replay.POLICY_VARIABLES]))
 
+    def push_max_priority(self, max_priority: float) -> None:
+        """Replaces the published max priority (prioritized replay only)."""
+        if self._priority_writer is None:
+            self._priority_writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        self._priority_writer.append({replay.MAX_PRIORITY: np.float64(max_priority)})
+        item = tree.map_structure(lambda column: column[-1], self._priority_writer.history)
+        self._priority_writer.create_item(replay.MAX_PRIORITY_TABLE, 1.0, item)
+        self._priority_writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
+
     def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:
         """The latest snapshot, or None while the learner has pushed nothing."""
-        info = self._client.server_info(timeout=timeout_s)[replay.VARIABLE_TABLE]
-        if info.current_size == 0:
+        infos = self._client.server_info(timeout=timeout_s)
+        if infos[replay.VARIABLE_TABLE].current_size == 0:
             return None
         sample = next(
             self._client.sample(
@@ -89,9 +102,27 @@ class VariableContainer:
                 std=np.asarray(data[replay.OBSERVATION_STD]),
                 clip=float(data[replay.OBSERVATION_CLIP]),
             ),
+            max_priority=self._pull_max_priority(infos),
         )
 
+    def pull_max_priority(self, timeout_s: int = 10) -> Optional[float]:
+        """The published max priority alone (a restarting learner resumes from it)."""
+        return self._pull_max_priority(self._client.server_info(timeout=timeout_s))
+
+    def _pull_max_priority(self, infos) -> Optional[float]:
+        """The published max priority; None (and no extra call) when there is none."""
+        info = infos.get(replay.MAX_PRIORITY_TABLE)
+        if info is None or info.current_size == 0:
+            return None
+        sample = next(
+            self._client.sample(
+                replay.MAX_PRIORITY_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
+            )
+        )
+        return float(sample.data[replay.MAX_PRIORITY])
+
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        for writer in (self._writer, self._priority_writer):
+            if writer is not None:
+                writer.close()
+        self._writer = self._priority_writer = None

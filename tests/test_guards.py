@@ -62,7 +62,8 @@ def test_second_server_on_a_port_served_by_reverb_is_refused(tmp_path, free_port
     assert result.returncode == 2, result.stderr[-3000:]
     assert _error_lines(result.stderr) == [
         f"error: Port {port} is already in use by another Reverb server (tables "
-        f"{replay.REPLAY_TABLE}, {replay.VARIABLE_TABLE}). Stop it first, or start this "
+        f"{replay.MAX_PRIORITY_TABLE}, {replay.REPLAY_TABLE}, {replay.VARIABLE_TABLE}). Stop "
+        "it first, or start this "
         "server with another --port (0 picks a free one)."
     ], result.stderr[-3000:]
     assert "Started replay server" not in result.stderr

@@ -9,10 +9,12 @@ differently, fails here rather than in a launched run.
 import dataclasses
 import json
 
+import pytest
 from test_compose import parse_with_binaries
 
 from sac_distributed import config as config_lib
 from sac_distributed import job_definitions
+from sac_distributed.errors import ConfigError
 
 ENV_NAME = "Pendulum-v1"
 
@@ -52,31 +54,79 @@ def _as_json(config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
+def _expected_configs(configs: job_definitions.RunConfigs) -> dict:
+    """Job name -> the config its binary must build, in job_specs' order."""
+    names = job_definitions.server_names(len(configs.servers))
+    expected = dict(zip(names, configs.servers))
+    expected["learner"] = configs.learner
+    expected.update({f"actor_{a.task}": a for a in configs.actors})
+    expected["evaluator"] = configs.evaluator
+    return expected
+
+
 def test_every_job_gets_its_config_back_through_its_binary(tmp_path):
-    configs = job_definitions.make_run_configs(_launch_config(str(tmp_path)), port=12345)
-    specs = job_definitions.job_specs(configs)
-    expected = {
-        "server": configs.server,
-        "learner": configs.learner,
-        "actor_0": configs.actors[0],
-        "actor_1": configs.actors[1],
-        "evaluator": configs.evaluator,
+    """One run unsharded, one with 2 replay shards; one worker parses both."""
+    launch = _launch_config(str(tmp_path))
+    runs = {
+        "unsharded": job_definitions.make_run_configs(launch, ports=12345),
+        "sharded": job_definitions.make_run_configs(
+            dataclasses.replace(launch, num_replay_shards=2), ports=[12345, 12400]
+        ),
     }
-    assert [s.name for s in specs] == list(expected)
-    cases = {}
-    for spec in specs:
-        cases.setdefault(spec.module, []).append([spec.name, *spec.flags])
+    cases, slots = {}, []
+    for run, configs in runs.items():
+        specs = job_definitions.job_specs(configs)
+        expected = _expected_configs(configs)
+        assert [s.name for s in specs] == list(expected), run
+        for spec in specs:
+            slots.append((run, spec, expected[spec.name], len(cases.get(spec.module, []))))
+            cases.setdefault(spec.module, []).append([spec.name, *spec.flags])
+    assert list(_expected_configs(runs["unsharded"]))[:2] == ["server", "learner"]
+    assert list(_expected_configs(runs["sharded"]))[:3] == ["server_0", "server_1", "learner"]
     results = parse_with_binaries(cases)
-    seen = {module: iter(parsed) for module, parsed in results.items()}
+    for run, spec, config, index in slots:
+        result = results[spec.module][index]
+        assert result["ok"], f"{run} {spec.name}: {result['error']}"
+        assert result["config"] == _as_json(config), (run, spec.name)
+
+
+def test_sharded_run_gives_every_client_every_shard(tmp_path):
+    launch = dataclasses.replace(_launch_config(str(tmp_path)), num_replay_shards=3)
+    configs = job_definitions.make_run_configs(launch, ports=8000, hosts=["a", "b", "c"])
+    assert [(s.port, s.num_replay_shards, s.replay_shard) for s in configs.servers] == [
+        (8000, 3, 0),
+        (8000, 3, 1),
+        (8000, 3, 2),
+    ]
+    assert configs.server is configs.servers[0]
+    specs = job_definitions.job_specs(configs)
+    servers = [s for s in specs if job_definitions.is_server(s.name)]
+    assert [s.name for s in servers] == ["server_0", "server_1", "server_2"]
+    assert "--replay_shard=2" in servers[2].flags and "--num_replay_shards=3" in servers[2].flags
     for spec in specs:
-        result = next(seen[spec.module])
-        assert result["ok"], f"{spec.name}: {result['error']}"
-        assert result["config"] == _as_json(expected[spec.name]), spec.name
+        if spec in servers:
+            continue
+        assert "--replay_buffer_server_address=a:8000,b:8000,c:8000" in spec.flags, spec.name
+        assert "--variable_container_server_address=a:8000" in spec.flags, spec.name
+    assert not job_definitions.is_server("server_x") and not job_definitions.is_server("learner")
+
+
+def test_shard_addresses_must_differ_and_match_the_shard_count(tmp_path):
+    launch = config_lib.LaunchConfig(root_dir=str(tmp_path), num_replay_shards=2)
+    with pytest.raises(ConfigError, match="2 different host:port addresses, got localhost:8000"):
+        job_definitions.make_run_configs(launch, ports=8000)
+    with pytest.raises(ConfigError, match="3 ports for 2 replay shards"):
+        job_definitions.make_run_configs(launch, ports=[1, 2, 3])
+    with pytest.raises(ConfigError, match="past 65535"):
+        job_definitions.shard_ports(65535, 2)
+    assert job_definitions.shard_ports(9000, 3) == [9000, 9001, 9002]
+    picked = job_definitions.shard_ports(0, 3)
+    assert len(set(picked)) == 3 and all(0 < p < 65536 for p in picked)
 
 
 def test_run_configs_share_the_launch_settings(tmp_path):
     launch = _launch_config(str(tmp_path))
-    configs = job_definitions.make_run_configs(launch, port=12345)
+    configs = job_definitions.make_run_configs(launch, ports=12345)
     clients = (configs.learner, *configs.actors, configs.evaluator)
     assert all(c.hparams == launch.hparams for c in (configs.server, *clients))
     assert all(c.client.replay_buffer_server_address == "localhost:12345" for c in clients)
@@ -87,7 +137,7 @@ def test_run_configs_share_the_launch_settings(tmp_path):
 
 def test_unset_options_keep_the_job_defaults_and_verbose_reaches_every_job(tmp_path):
     launch = config_lib.LaunchConfig(root_dir=str(tmp_path))
-    configs = job_definitions.make_run_configs(launch, port=8100)
+    configs = job_definitions.make_run_configs(launch, ports=8100)
     assert configs.actors[0].num_envs == config_lib.ActorConfig.num_envs
     assert configs.learner.strategy == "default"
     assert launch.hparams == config_lib.hyperparams_for(config_lib.DEFAULT_ENV_NAME)

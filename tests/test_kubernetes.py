@@ -32,7 +32,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate import utils as k8s_schemas
-from test_compose import COMPOSE_FILE, console_scripts, parse_yaml
+from test_compose import COMPOSE_FILE, console_scripts, parse_with_binaries, parse_yaml
 
 from sac_distributed import config as config_lib
 from sac_distributed import job_definitions, manifests, paths
@@ -428,3 +428,120 @@ def test_tensorboard_runs_the_compose_command(workloads):
     assert board["command"] == compose["services"]["tensorboard"]["command"]
     assert [p["containerPort"] for p in board["ports"]] == [manifests.TENSORBOARD_PORT]
     assert _flag(board["command"], "port") == str(manifests.TENSORBOARD_PORT)
+
+
+# --- replay shards --------------------------------------------------------------
+
+
+SHARDED_HOSTS = [f"sac-reverb-server-{i}.sac-reverb-server" for i in range(2)]
+
+
+@pytest.fixture(scope="module")
+def sharded() -> Dict[str, List[dict]]:
+    return manifests.kubernetes_manifests(default_launch(num_replay_shards=2))
+
+
+def _expanded(argv: List[str], shard: int) -> List[str]:
+    """The command as Kubernetes runs it in pod `shard`: $(REPLAY_SHARD) expanded."""
+    return [a.replace(f"$({manifests.SHARD_VARIABLE})", str(shard)) for a in argv]
+
+
+def test_sharded_manifests_validate_and_give_each_pod_its_shard(sharded):
+    for doc in objects(sharded):
+        for version in (SCHEMA_VERSIONS[0], SCHEMA_VERSIONS[-1]):
+            kubernetes_validate.validate(doc, version, strict=True)
+    docs = by_kind_name(objects(sharded))
+    name = manifests.name_of(job_definitions.SERVER)
+    service, server = docs[("Service", name)], docs[("StatefulSet", name)]
+    assert service["spec"]["clusterIP"] == "None"  # headless: a DNS name per pod
+    assert server["spec"]["serviceName"] == name
+    assert server["spec"]["replicas"] == 2
+    assert server["spec"]["podManagementPolicy"] == "Parallel"
+    (claim,) = server["spec"]["volumeClaimTemplates"]  # one replay volume per pod
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    replay = [m["mountPath"] for m in container(server)["volumeMounts"] if m["name"] == "replay"]
+    data = manifests.DATA_DIR
+    assert replay == [f"{data}/replay_checkpoints", f"{data}/replay_checkpoints_shard1"]
+    (env,) = container(server)["env"]
+    assert env["name"] == manifests.SHARD_VARIABLE
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == (
+        f"metadata.labels['{manifests.POD_INDEX_LABEL}']"
+    )
+    argv = container(server)["command"]
+    assert _flag(argv, "replay_shard") == "$(REPLAY_SHARD)"
+    assert _flag(argv, "num_replay_shards") == "2"
+    for job in CLIENT_JOBS:
+        (workload,) = [
+            d for d in objects(sharded) if d["metadata"]["name"] == manifests.name_of(job)
+        ]
+        client = container(workload)["command"]
+        replay = ",".join(f"{host}:{manifests.REVERB_PORT}" for host in SHARDED_HOSTS)
+        assert _flag(client, "replay_buffer_server_address") == replay, job
+        assert _flag(client, "variable_container_server_address") == (
+            f"{SHARDED_HOSTS[0]}:{manifests.REVERB_PORT}"
+        ), job
+
+
+def test_sharded_commands_parse_with_the_real_binaries(sharded):
+    """The pods' commands (each shard's expansion) and the compose override's."""
+    scripts = console_scripts()
+    docs = by_kind_name(objects(sharded))
+    server = container(docs[("StatefulSet", manifests.name_of(job_definitions.SERVER))])
+    cases = {f"pod {shard}": _expanded(server["command"], shard) for shard in range(2)}
+    for job, kind in ((job_definitions.LEARNER, "Job"), (manifests.ACTOR, "Deployment")):
+        cases[f"pod {job}"] = container(docs[(kind, manifests.name_of(job))])["command"]
+    compose = manifests.compose_commands(default_launch(num_replay_shards=2))
+    cases.update(
+        {f"compose {name}": argv for name, argv in compose.items() if name != "tensorboard"}
+    )
+    by_module: Dict[str, List[List[str]]] = {}
+    slots = {}
+    for case, argv in cases.items():
+        argv = [a.replace("${SAC_ENV_NAME:-Pendulum-v1}", "Pendulum-v1") for a in argv]
+        module = scripts[argv[0]]
+        slots[case] = (module, len(by_module.setdefault(module, [])))
+        by_module[module].append(argv)
+    results = parse_with_binaries(by_module)
+    parsed = {case: results[m][i] for case, (m, i) in slots.items()}
+    for case, result in parsed.items():
+        assert result["ok"], f"{case}: {result['error']}"
+    for shard, case in enumerate(("pod 0", "pod 1")):
+        config = parsed[case]["config"]
+        assert (config["replay_shard"], config["num_replay_shards"]) == (shard, 2), case
+    for shard, case in enumerate(("compose reverb_server", "compose reverb_server_1")):
+        config = parsed[case]["config"]
+        assert (config["replay_shard"], config["num_replay_shards"]) == (shard, 2), case
+    client = parsed["compose learner"]["config"]["client"]
+    assert client["replay_buffer_server_address"] == "reverb_server:8008,reverb_server_1:8008"
+    assert client["variable_container_server_address"] == "reverb_server:8008"
+
+
+def test_compose_override_defines_the_new_shards_like_the_server():
+    base = parse_yaml(COMPOSE_FILE.read_text())["services"]["reverb_server"]
+    services = manifests.compose_services(default_launch(num_replay_shards=3))
+    assert list(services)[:3] == ["reverb_server", "reverb_server_1", "reverb_server_2"]
+    assert set(services["reverb_server"]) == {"command"}  # the base file has the rest
+    for name in ("reverb_server_1", "reverb_server_2"):
+        extra = {k: v for k, v in services[name].items() if k != "command"}
+        assert extra == {k: v for k, v in base.items() if k != "command"}, name
+    for client in ("learner", "actor", "evaluator"):
+        assert services[client]["depends_on"] == list(services)[:3], client
+    unsharded = manifests.compose_services(default_launch())
+    assert all(set(service) == {"command"} for service in unsharded.values())
+
+
+def test_sac_render_writes_sharded_manifests_that_kustomize_builds(tmp_path):
+    render_cli("--engine=kubernetes", "--num_replay_shards=2", f"--output_dir={tmp_path}")
+    expected = objects(manifests.kubernetes_manifests(default_launch(num_replay_shards=2)))
+    assert by_kind_name(KustomizeLite().build(tmp_path)) == by_kind_name(expected)
+    if shutil.which("kubectl"):
+        proc = subprocess.run(
+            ["kubectl", "kustomize", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=RENDER_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, proc.stderr
+        built = [d for d in yaml.safe_load_all(proc.stdout) if d]
+        assert by_kind_name(built) == by_kind_name(expected)

@@ -67,12 +67,36 @@ def test_bad_ray_options_are_refused(tmp_path, options, message):
 
 def test_clients_get_the_server_host_the_engine_found(tmp_path):
     launch = config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", num_actors=2)
-    configs = job_definitions.make_run_configs(launch, 4567, host="10.0.0.7")
+    configs = job_definitions.make_run_configs(launch, 4567, hosts="10.0.0.7")
     specs = job_definitions.job_specs(configs)
     assert [s.name for s in specs] == ["server", "learner", "actor_0", "actor_1", "evaluator"]
     for spec in specs[1:]:
         assert "--replay_buffer_server_address=10.0.0.7:4567" in spec.flags
     assert "--port=4567" in specs[0].flags
+
+
+def test_sharded_clients_get_every_shard_host_the_engine_found(tmp_path):
+    launch = config_lib.LaunchConfig(root_dir=str(tmp_path), engine="ray", num_replay_shards=2)
+    configs = job_definitions.make_run_configs(launch, [4567, 4570], hosts=["10.0.0.7", "10.0.0.8"])
+    specs = job_definitions.job_specs(configs)
+    assert [s.name for s in specs][:3] == ["server_0", "server_1", "learner"]
+    for spec in specs[2:]:
+        assert "--replay_buffer_server_address=10.0.0.7:4567,10.0.0.8:4570" in spec.flags
+        assert "--variable_container_server_address=10.0.0.7:4567" in spec.flags
+    assert "--port=4570" in specs[1].flags and "--replay_shard=1" in specs[1].flags
+
+
+def test_shards_start_on_the_head_then_spread_round_robin():
+    ray_launch = pytest.importorskip("sac_distributed.ray_launch")
+    head = {"NodeID": "h", "Resources": {ray_launch.HEAD_NODE_RESOURCE: 1.0, "CPU": 4.0}}
+    worker = {"NodeID": "w", "Resources": {"CPU": 2.0}}
+    gpu_only = {"NodeID": "g", "Resources": {"GPU": 1.0}}
+    assert ray_launch.shard_nodes([worker, head, gpu_only], 3) == ["h", "w", "h"]
+    assert ray_launch.shard_nodes([head], 2) == ["h", "h"]
+    launch = config_lib.LaunchConfig(
+        root_dir="/tmp/x", engine="ray", num_actors=2, num_replay_shards=3
+    )
+    assert ray_launch.cpus_needed(launch) == 2 + 3 + 2
 
 
 def test_the_core_never_imports_ray():

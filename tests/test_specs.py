@@ -13,7 +13,7 @@ from sac_distributed import specs as specs_lib
 
 def test_server_tables_have_the_signatures_built_from_env_specs(client, env_specs, hparams):
     infos = client.server_info()
-    assert set(infos) == {replay.REPLAY_TABLE, replay.VARIABLE_TABLE}
+    assert set(infos) == {replay.REPLAY_TABLE, replay.VARIABLE_TABLE, replay.MAX_PRIORITY_TABLE}
 
     transition = replay.transition_signature(env_specs)
     variables = replay.variable_signature(env_specs, hparams)

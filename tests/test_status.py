@@ -106,8 +106,83 @@ def test_rates_are_withheld_when_counters_restart(server_address, fill_replay):
     before = monitor.poll().snapshot
     later = dataclasses.replace(before, read_at=before.read_at + 1.0)
     assert compare(before, later).inserts_per_s == 0.0
-    restarted = dataclasses.replace(later, replay=TableCounts(0, CAPACITY, 0, 0))
+    (shard,) = later.shards
+    restarted = dataclasses.replace(
+        later, shards=(dataclasses.replace(shard, replay=TableCounts(0, CAPACITY, 0, 0)),)
+    )
     assert compare(before, restarted).inserts_per_s is None
+
+
+def _shard_servers(env_specs, tmp_path, num_shards: int = 2):
+    """`num_shards` in-process servers, each with its shard's tables, in shard order."""
+    servers = []
+    for shard in range(num_shards):
+        config = ServerConfig(
+            ENV_NAME,
+            small_hparams(),
+            str(tmp_path / f"shard{shard}"),
+            port=0,
+            num_replay_shards=num_shards,
+            replay_shard=shard,
+        )
+        servers.append(reverb.Server(replay.make_tables(config, env_specs), port=None))
+    return servers
+
+
+def test_every_shard_is_shown_and_a_stopped_one_is_down(env_specs, write_replay, tmp_path):
+    servers = _shard_servers(env_specs, tmp_path)
+    addresses = [f"localhost:{s.port}" for s in servers]
+    try:
+        write_replay(servers[0].localhost_client(), 40)
+        write_replay(servers[1].localhost_client(), 24, seed=1)
+        _push_weights(servers[0].localhost_client(), train_step=5)
+        monitor = StatusMonitor(",".join(addresses), connect_timeout_s=2)
+        first = monitor.poll()
+        write_replay(servers[1].localhost_client(), 8, seed=2)
+        second = monitor.poll()
+        servers[1].stop()
+        third = monitor.poll()
+    finally:
+        for server in servers:
+            server.stop()
+    shards = second.snapshot.shards
+    assert [s.address for s in shards] == addresses
+    assert [s.replay.size for s in shards] == [40, 32] and all(s.up for s in shards)
+    assert second.snapshot.replay.size == 72  # the total of both shards
+    assert second.snapshot.replay.max_size == sum(s.replay.max_size for s in shards)
+    assert second.snapshot.train_step == 5  # from the first shard's variable container
+    elapsed = second.snapshot.read_at - first.snapshot.read_at
+    assert second.shard_rates[0].inserts_per_s == pytest.approx(0.0)
+    assert second.shard_rates[1].inserts_per_s == pytest.approx(8 / elapsed)
+    assert second.inserts_per_s == pytest.approx(8 / elapsed)
+    text = format_status(second, ",".join(addresses))
+    assert "(2 replay shards, 2 up)" in text
+    assert "uniform_table (total of 2 shards up): 72 / " in text
+    assert f"shard 1 {addresses[1]}: up, 32 / " in text and "train_step 5" in text
+
+    down = third.snapshot.shards[1]
+    assert not down.up and down.error
+    assert third.snapshot.shards[0].up and third.snapshot.replay.size == 40
+    assert third.shard_rates[1].inserts_per_s is None
+    text = format_status(third, ",".join(addresses))
+    assert "(2 replay shards, 1 up)" in text
+    assert f"shard 1 {addresses[1]}: DOWN (" in text
+    assert "train_step 5 (training)" in text
+
+
+def test_status_fails_only_when_no_shard_answers(env_specs, free_port, tmp_path):
+    (server,) = _shard_servers(env_specs, tmp_path, num_shards=1)
+    nobody = f"localhost:{free_port()}"
+    try:
+        monitor = StatusMonitor(f"localhost:{server.port},{nobody}", connect_timeout_s=1)
+        status = monitor.poll()
+        assert [s.up for s in status.snapshot.shards] == [True, False]
+        assert status.snapshot.shards[1].error == "no answer within 1 s"
+        assert f"shard 1 {nobody}: DOWN (no answer within 1 s)" in format_status(status, "x")
+    finally:
+        server.stop()
+    with pytest.raises(ServerUnreachableError, match=nobody):
+        StatusMonitor(f"{nobody},localhost:{free_port()}", connect_timeout_s=1)
 
 
 def test_actors_seen_counts_distinct_actor_dirs(tmp_path):
@@ -158,6 +233,20 @@ def test_binary_once_prints_one_snapshot(server_address, client, fill_replay, tm
     assert "rates: inserts 0.0 items/s, samples 0.0 items/s" in out
     assert "learner: train_step 40 (training), 0.0 steps/s" in out
     assert "actors seen: 2" in out and "actor_1: last write" in out
+
+
+@pytest.mark.slow
+def test_binary_shows_a_down_shard_and_exits_0(server_address, fill_replay, free_port):
+    fill_replay(64)
+    down = f"localhost:{free_port()}"
+    result = _status_cli(
+        f"--server={server_address},{down}", "--once", "--interval=0.5", "--connect_timeout=1"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert f"Reverb servers {server_address},{down} (2 replay shards, 1 up)" in out
+    assert f"shard 0 {server_address}: up, 64 / {CAPACITY} items" in out
+    assert f"shard 1 {down}: DOWN (no answer within 1 s)" in out
 
 
 @pytest.mark.slow

@@ -179,13 +179,18 @@ class LearnerLoopDriver:
     in-memory batch: compute without the data path.
     """
 
-    def __init__(self, bench: Bench):
-        our = bench.our_replay
-        client_config = ClientConfig(our.address, our.address)
+    def __init__(
+        self, bench: Bench, client_config: Optional[ClientConfig] = None, name: str = "learner"
+    ):
+        """`client_config`: the servers to train from (default: the bench's own replay,
+        which the constant-batch variant also samples its batch from)."""
+        if client_config is None:
+            our = bench.our_replay
+            client_config = ClientConfig(our.address, our.address)
         config = LearnerConfig(
             bench.settings.env_name,
             bench.hparams,
-            bench.tmpdir("learner"),
+            bench.tmpdir(name),
             client=client_config,
             steps_per_call=bench.settings.steps_per_call,
             checkpoint_interval=NEVER,
@@ -199,8 +204,9 @@ class LearnerLoopDriver:
         if not self.loop.start():
             raise RuntimeError("The benchmark learner was stopped while starting.")
         self._const_iterator: Optional[Iterator] = None
+        address = client_config.replay_addresses[0]
         self._make_batch = lambda: next(
-            iter(replay.make_dataset(our.address, bench.specs, bench.hparams.batch_size))
+            iter(replay.make_dataset(address, bench.specs, bench.hparams.batch_size))
         )
 
     def step(self) -> int:

@@ -39,12 +39,12 @@ from absl import logging
 
 import sac_distributed
 from bench.experience import inserted_items
-from bench.fixtures import Bench
+from bench.fixtures import Bench, LearnerLoopDriver
 from bench.servers import ServerProcess, our_server_process
 from bench.settings import Settings
-from bench.timing import lead_in_for, median
+from bench.timing import lead_in_for, median, timed_rate
 from sac_distributed import replay
-from sac_distributed.config import Hyperparams
+from sac_distributed.config import ClientConfig, Hyperparams
 
 WORKER_START_TIMEOUT_S = 600.0  # many TensorFlow imports at once on a busy machine
 REPLY_TIMEOUT_S = 180.0  # a prepare (connect, trace a dataset) or a window's wrap-up
@@ -252,6 +252,7 @@ def _measure_shards(bench: Bench, workers: Sequence[Worker], n: int, name: str) 
             for j in range(s.samplers)
         ]
         sample = _window(workers[: s.samplers], samples, "sample", servers, clients, s, k)
+        learner_steps_per_s = _learner_steps_per_s(bench, addresses, name)
     return {
         "inserts_per_s": insert["server_inserts_per_s"],
         "writers_reported_inserts_per_s": insert["workers_per_s"],
@@ -264,7 +265,16 @@ def _measure_shards(bench: Bench, workers: Sequence[Worker], n: int, name: str) 
         "sample_server_cpu_cores": sample["server_cpu_cores"],
         "sample_sampler_cpu_cores": sample["worker_cpu_cores"],
         "sample_machine_cpu_busy": sample["machine_cpu_busy"],
+        "learner_steps_per_s": learner_steps_per_s,
     }
+
+
+def _learner_steps_per_s(bench: Bench, addresses: Sequence[str], name: str) -> float:
+    """SGD steps/s of a LearnerLoop sampling from every shard (variables on the first),
+    on what the insert phase wrote, with no writer or sampler running."""
+    client_config = ClientConfig(",".join(addresses), addresses[0])
+    driver = LearnerLoopDriver(bench, client_config, name=f"learner_{name}")
+    return timed_rate(driver.step)(bench.settings.duration)
 
 
 def _start_workers(bench: Bench) -> List[Worker]:
@@ -324,6 +334,8 @@ def summarize(
     for r in summary.values():
         r["insert_speedup"] = r["inserts_per_s"] / base["inserts_per_s"]
         r["sample_speedup"] = r["samples_per_s"] / base["samples_per_s"]
+        if "learner_steps_per_s" in r:
+            r["learner_speedup"] = r["learner_steps_per_s"] / base["learner_steps_per_s"]
         r["per_writer_inserts_per_s"] = r["inserts_per_s"] / s.writers
         r["offered_load"] = s.writers * writer_alone["inserts_per_s"] / r["inserts_per_s"]
         r["insert_limit"] = insert_limit(r["insert_machine_cpu_busy"], r["offered_load"])
@@ -375,7 +387,7 @@ def format_replay_shards_table(result: Dict[str, object]) -> str:
         f"machine {100 * alone['machine_cpu_busy']:.0f}% busy)",
         f"{'shards':>6}{'inserts/s':>11}{'x':>6}{'/writer':>9}{'offered':>9}"
         f"{'server cpu':>12}{'writer cpu':>12}{'busy':>6}{'limit':>9}"
-        f"{'samples/s':>11}{'x':>6}{'server cpu':>12}{'busy':>6}",
+        f"{'samples/s':>11}{'x':>6}{'server cpu':>12}{'busy':>6}{'SGD/s':>8}{'x':>6}",
     ]
     for n, r in result["replay_shards"].items():
         lines.append(
@@ -385,9 +397,12 @@ def format_replay_shards_table(result: Dict[str, object]) -> str:
             f"{100 * r['insert_machine_cpu_busy']:>5.0f}%{r['insert_limit']:>9}"
             f"{r['samples_per_s']:>11.0f}{r['sample_speedup']:>6.2f}"
             f"{r['sample_server_cpu_cores']:>12.2f}{100 * r['sample_machine_cpu_busy']:>5.0f}%"
+            f"{r.get('learner_steps_per_s', float('nan')):>8.0f}"
+            f"{r.get('learner_speedup', float('nan')):>6.2f}"
         )
     lines.append(
         "inserts and samples in transitions/s; cpu in cores (all shards, all writers); "
-        "offered = writers x one writer's idle-server rate / inserts"
+        "offered = writers x one writer's idle-server rate / inserts; SGD/s = a learner "
+        "sampling batches from all shards, alone on the machine"
     )
     return "\n".join(lines)

@@ -3,34 +3,37 @@
     sac-launch                                 # embedded default: Pendulum-v1
     sac-launch --env_name=HalfCheetahBulletEnv-v0 --num_actors=2 --root_dir=/tmp/cheetah
     sac-launch --engine=ray --ray_address=auto --num_actors=8   # on a running Ray cluster
+    sac-launch --num_replay_shards=2 --num_actors=4   # the replay split over 2 Reverb servers
 
 The flags here (hyperparameters, --seed, --connect_timeout, --num_envs, --strategy,
-...) build one typed config per job (`job_definitions.make_run_configs`), validated
+--num_replay_shards, ...; the run-shape ones shared with sac-render in
+bin/_run_flags.py) build one typed config per job (`job_definitions.make_run_configs`), validated
 before any process starts; each job then gets the flags that rebuild its config
 (`job_definitions.job_specs`), every hyperparameter included.
+
+With --num_replay_shards=N, N servers run, on ports --port, --port+1, ... (or N
+free ports when --port is 0; on Ray each on its node), and the last lines say
+what each shard held, inserted and had sampled when the run ended.
 """
 
+import dataclasses
 import os
 import sys
 import time
+from typing import Callable, List, Sequence
 
-import portpicker
 from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed import job_definitions, paths
-from sac_distributed.bin import _common
+from sac_distributed.bin import _common, _run_flags
 from sac_distributed.errors import ConfigError, PortInUseError
-from sac_distributed.launch import LaunchResult, Supervisor, print_summary
+from sac_distributed.launch import LaunchResult, Supervisor, print_shards, print_summary
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
-flags.DEFINE_integer("num_actors", 1, "Actor processes to start.")
-flags.DEFINE_integer("port", 0, "Reverb server port (0 picks a free one).")
-flags.DEFINE_integer("num_envs", None, "Environments per actor.")
 flags.DEFINE_integer(
-    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
+    "port", 0, "Reverb server port (0 picks a free one); replay shard i listens on port + i."
 )
-flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 flags.DEFINE_enum(
     "engine",
     "local",
@@ -51,33 +54,32 @@ FLAGS = flags.FLAGS
 
 
 def _config_from_flags() -> config_lib.LaunchConfig:
-    hparams = _common.hyperparams()  # resolved once, here, and given to every job
     root_dir = FLAGS.root_dir or os.path.join(
         "sac_runs", f"{FLAGS.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     check_root_dir(root_dir)
-    if FLAGS.engine == "local" and FLAGS.port and port_in_use(FLAGS.port):
-        raise PortInUseError(
-            f"Port {FLAGS.port} is already in use (by a running Reverb server or another "
-            "program). Stop it first, or pass another --port (0 picks a free one)."
-        )
+    if FLAGS.engine == "local" and FLAGS.port:
+        for port in job_definitions.shard_ports(FLAGS.port, max(1, FLAGS.num_replay_shards)):
+            _check_port_free(port)
     return config_lib.LaunchConfig(
         root_dir=os.path.abspath(root_dir),
-        env_name=FLAGS.env_name,
-        hparams=hparams,
-        num_actors=FLAGS.num_actors,
         port=FLAGS.port,
-        connect_timeout_s=FLAGS.connect_timeout,
-        seed=FLAGS.seed,
-        num_envs=FLAGS.num_envs,
-        variable_update_interval=FLAGS.variable_update_interval,
-        strategy=FLAGS.strategy,
         engine=FLAGS.engine,
         ray_address=FLAGS.ray_address,
         learner_gpus=FLAGS.learner_gpus,
         actor_cpus=FLAGS.actor_cpus,
         max_restarts=FLAGS.max_restarts,
+        **_run_flags.launch_settings(),  # hyperparameters resolved once, here, for every job
     )
+
+
+def _check_port_free(port: int) -> None:
+    if port_in_use(port):
+        raise PortInUseError(
+            f"Port {port} is already in use (by a running Reverb server or another program). "
+            "Stop it first, or pass another --port (0 picks free ones; replay shard i uses "
+            "--port + i)."
+        )
 
 
 def main() -> int:
@@ -88,27 +90,54 @@ def main() -> int:
         result = _run_here(config)
     print(f"sac-launch: {result.message}", flush=True)
     print_summary(config.root_dir)
+    print_shards(result.shards, result.exit_codes)
     if result.exit_code:
         sys.exit(result.exit_code)
     return 0
 
 
 def _run_here(config: config_lib.LaunchConfig) -> LaunchResult:
-    port = config.port or portpicker.pick_unused_port()
-    specs = job_definitions.job_specs(
-        job_definitions.make_run_configs(config, port), verbose=FLAGS.verbose
-    )
+    ports = job_definitions.shard_ports(config.port, config.num_replay_shards)
+    configs = job_definitions.make_run_configs(config, ports)
+    specs = job_definitions.job_specs(configs, verbose=FLAGS.verbose)
+    addresses = configs.learner.client.replay_addresses
     print(
         f"sac-launch: {config.env_name} with {config.num_actors} actor(s), Reverb on "
-        f"localhost:{port}, root_dir {config.root_dir}",
+        f"{_shards_text(addresses)}, root_dir {config.root_dir}",
         flush=True,
     )
-    supervisor = Supervisor(specs, paths.log_dir(config.root_dir), verbose=FLAGS.verbose)
+    servers = job_definitions.server_names(config.num_replay_shards)
+    shards: List = []
+    supervisor = Supervisor(
+        specs,
+        paths.log_dir(config.root_dir),
+        verbose=FLAGS.verbose,
+        server_ports=dict(zip(servers, ports)),
+        server_start_timeout_s=config.connect_timeout_s,
+        before_servers_stop=_read_shards_into(shards, addresses),
+    )
     stop = StopSignal().install()
     stop_watch = _relay(stop, supervisor)
     result = supervisor.run()
     stop_watch.set()
-    return result
+    return dataclasses.replace(result, shards=tuple(shards))
+
+
+def _shards_text(addresses: Sequence[str]) -> str:
+    if len(addresses) == 1:
+        return addresses[0]
+    return f"{', '.join(addresses)} ({len(addresses)} replay shards)"
+
+
+def _read_shards_into(shards: List, addresses: Sequence[str]) -> Callable[[], None]:
+    """A last read of every shard's replay counters, for the summary (Reverb and TF load here)."""
+
+    def read() -> None:
+        from sac_distributed import status
+
+        shards.extend(status.read_shards(addresses))
+
+    return read
 
 
 def _run_on_ray(config: config_lib.LaunchConfig) -> LaunchResult:
@@ -122,15 +151,20 @@ def _run_on_ray(config: config_lib.LaunchConfig) -> LaunchResult:
         ) from error
     started_here = ray_launch.connect(config.ray_address, ray_launch.cpus_needed(config))
     try:
-        actors, address = ray_launch.start_jobs(config, FLAGS.verbose)
+        actors, addresses = ray_launch.start_jobs(config, FLAGS.verbose)
         nodes = len([n for n in ray.nodes() if n.get("Alive")])
         print(
             f"sac-launch: {config.env_name} with {config.num_actors} actor(s) on a Ray cluster "
-            f"of {nodes} node(s), Reverb on {address}, root_dir {config.root_dir}",
+            f"of {nodes} node(s), Reverb on {_shards_text(addresses)}, root_dir "
+            f"{config.root_dir}",
             flush=True,
         )
         stop = StopSignal().install()
-        return ray_launch.RayRun(actors, stop).run()
+        shards: List = []
+        run = ray_launch.RayRun(
+            actors, stop, before_servers_stop=_read_shards_into(shards, addresses)
+        )
+        return dataclasses.replace(run.run(), shards=tuple(shards))
     finally:
         if started_here:
             ray.shutdown()

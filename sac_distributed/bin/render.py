@@ -5,11 +5,15 @@
         --image=registry.example.com/sac-distributed:0.1.0 --output_dir=cheetah/
     sac-render --engine=kubernetes --learner_gpus=0 | kubectl apply -f -
     sac-render --engine=compose          # the `command:` of each launch/docker-compose.yml service
+    sac-render --engine=compose --num_replay_shards=2 > launch/shards.yml   # an override file:
+        # docker compose -f launch/docker-compose.yml -f launch/shards.yml up
+    sac-render --engine=kubernetes --num_replay_shards=2 --output_dir=sharded/
 
 The run flags are sac-launch's (hyperparameters, --env_name, --num_actors,
---num_envs, --strategy, --connect_timeout, ...) and go through the same job
-definitions (`sac_distributed.manifests`). --root_dir is the path inside the
-containers, on the volume mounted at /data.
+--num_replay_shards, --num_envs, --strategy, --connect_timeout, ...; defined
+once in bin/_run_flags.py, with two actor replicas by default here) and go
+through the same job definitions (`sac_distributed.manifests`). --root_dir is
+the path inside the containers, on the volume mounted at /data.
 """
 
 import os
@@ -19,18 +23,12 @@ from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed import manifests
-from sac_distributed.bin import _common
+from sac_distributed.bin import _common, _run_flags
 
 flags.DEFINE_enum("engine", None, list(manifests.ENGINES), "What to render.")
 flags.DEFINE_string(
     "output_dir", None, "Kubernetes: write one file per component and kustomization.yaml here."
 )
-flags.DEFINE_integer("num_actors", 2, "Actor replicas.")
-flags.DEFINE_integer("num_envs", None, "Environments per actor.")
-flags.DEFINE_integer(
-    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
-)
-flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 flags.DEFINE_string("image", manifests.KubernetesConfig.image, "Container image of every job.")
 flags.DEFINE_integer("learner_gpus", 1, "GPUs the learner requests (0: none, train on CPU).")
 flags.DEFINE_string("storage_class", None, "StorageClass of the volume claims (unset: default).")
@@ -45,6 +43,7 @@ flags.DEFINE_enum(
 flags.DEFINE_string("replay_volume_size", "20Gi", "Size of the server's replay volume.")
 flags.mark_flag_as_required("engine")
 FLAGS = flags.FLAGS
+FLAGS.set_default("num_actors", 2)  # replicas
 # Pods wait for an image pull and a scheduler, not for a process on the same machine.
 FLAGS.set_default("connect_timeout", 600.0)
 FLAGS.set_default("root_dir", manifests.DATA_DIR)
@@ -57,16 +56,7 @@ HEADER = (
 
 def _launch_config() -> config_lib.LaunchConfig:
     return config_lib.LaunchConfig(
-        root_dir=FLAGS.root_dir,
-        env_name=FLAGS.env_name,
-        hparams=_common.hyperparams(),
-        num_actors=FLAGS.num_actors,
-        port=manifests.REVERB_PORT,
-        connect_timeout_s=FLAGS.connect_timeout,
-        seed=FLAGS.seed,
-        num_envs=FLAGS.num_envs,
-        variable_update_interval=FLAGS.variable_update_interval,
-        strategy=FLAGS.strategy,
+        root_dir=FLAGS.root_dir, port=manifests.REVERB_PORT, **_run_flags.launch_settings()
     )
 
 
@@ -94,7 +84,7 @@ def _render_args(argv) -> str:
 def main() -> int:
     launch = _launch_config()
     if FLAGS.engine == "compose":
-        sys.stdout.write(manifests.to_yaml([{"services": _compose_services(launch)}]))
+        sys.stdout.write(manifests.to_yaml([{"services": manifests.compose_services(launch)}]))
         return 0
     files = manifests.kubernetes_manifests(launch, _cluster_config())
     header = HEADER.format(args=_render_args(sys.argv))
@@ -108,11 +98,6 @@ def main() -> int:
             f.write(header + manifests.to_yaml(documents))
     print(f"sac-render: wrote {len(files)} files to {FLAGS.output_dir}", flush=True)
     return 0
-
-
-def _compose_services(launch: config_lib.LaunchConfig) -> dict:
-    commands = manifests.compose_commands(launch)
-    return {service: {"command": argv} for service, argv in commands.items()}
 
 
 def run() -> None:

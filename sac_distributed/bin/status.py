@@ -2,6 +2,7 @@
 
     sac-status --server=localhost:8008                      # refresh every 2 s until Ctrl-C
     sac-status --server=localhost:8008 --once --root_dir=/tmp/sac
+    sac-status --server=host0:8008,host1:8008               # replay shards, in shard order
 
 Rates are measured between two reads --interval seconds apart, so --once waits
 that long before it prints. With --root_dir it also reports "actors seen": the
@@ -9,7 +10,9 @@ number of distinct collect/actor_<task> TensorBoard directories under
 root_dir, i.e. actor task indices that ever ran there (not a live count;
 replicas sharing a --task share one directory). An unreachable server is an
 error (exit 2) after --connect_timeout seconds (10 here); once running, the
-display says so and keeps retrying.
+display says so and keeps retrying. With several replay shards each is shown on
+its own line (a shard that does not answer as DOWN), with the totals above; it
+is an error only when no shard answers.
 """
 
 import sys
@@ -22,7 +25,12 @@ from sac_distributed.errors import ServerUnreachableError
 from sac_distributed.runtime import StopSignal
 from sac_distributed.status import StatusMonitor, format_status
 
-flags.DEFINE_string("server", None, "host:port of the Reverb server (sac-reverb-server).")
+flags.DEFINE_string(
+    "server",
+    None,
+    "host:port of the Reverb server (sac-reverb-server); several, comma-separated, for a "
+    "sharded replay (in shard order: the first also holds the variable container).",
+)
 flags.DEFINE_float("interval", 2.0, "Seconds between reads (and between refreshes).")
 flags.DEFINE_boolean("once", False, "Print one snapshot (two reads for the rates) and exit.")
 flags.mark_flag_as_required("server")
@@ -38,7 +46,8 @@ def _show(text: str) -> None:
 
 
 def main() -> int:
-    config_lib.validate_address("server", FLAGS.server)
+    for address in FLAGS.server.split(","):
+        config_lib.validate_address("server", address.strip())
     if not FLAGS.interval > 0:
         raise config_lib.ConfigError(f"--interval must be > 0, got {FLAGS.interval}.")
     stop = StopSignal().install()

@@ -1,0 +1,46 @@
+"""The run-shape flags of sac-launch and sac-render: how many of each job, and their options.
+
+Both binaries build a `LaunchConfig` from the same flags, so they are defined
+once, here; a binary that needs another default (sac-render's two actor
+replicas) sets it with `FLAGS.set_default` after importing this module.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from sac_distributed import config as config_lib
+from sac_distributed.bin import _common
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_integer("num_actors", 1, "Actors to start (processes, Ray actors or replicas).")
+flags.DEFINE_integer(
+    "num_replay_shards",
+    1,
+    "Reverb servers that share the replay, each holding 1/N of it (the first also holds "
+    "the policy weights); clients insert into and sample from all of them.",
+)
+flags.DEFINE_integer("num_envs", None, "Environments per actor.")
+flags.DEFINE_integer(
+    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
+)
+flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
+
+
+def launch_settings() -> dict:
+    """The LaunchConfig fields that the flags give (all but root_dir, port and the engine's).
+
+    Resolves the hyperparameters once, here, for every job.
+    """
+    return dict(
+        env_name=FLAGS.env_name,
+        hparams=_common.hyperparams(),
+        num_actors=FLAGS.num_actors,
+        num_replay_shards=FLAGS.num_replay_shards,
+        connect_timeout_s=FLAGS.connect_timeout,
+        seed=FLAGS.seed,
+        num_envs=FLAGS.num_envs,
+        variable_update_interval=FLAGS.variable_update_interval,
+        strategy=FLAGS.strategy,
+    )
