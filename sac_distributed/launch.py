@@ -168,15 +168,22 @@ class Supervisor:
             spec, self._python, self._log_dir, self._console, self._verbose, self._lock
         )
 
+    def _failed_or_stopped(self) -> Optional[LaunchResult]:
+        """The run's result if a job failed or a stop was requested, else None."""
+        failed = self._first_failure()
+        if failed is not None:
+            return self._failure(failed)
+        if self._stop_requested.is_set():
+            return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+        return None
+
     def _wait_for_servers(self, poll_s: float) -> Optional[LaunchResult]:
         """Waits until every server of `server_ports` listens; a result if the run must end."""
         deadline = time.monotonic() + self._server_start_timeout_s
         while True:
-            failed = self._first_failure()
-            if failed is not None:
-                return self._failure(failed)
-            if self._stop_requested.is_set():
-                return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+            ended = self._failed_or_stopped()
+            if ended is not None:
+                return ended
             waiting = [n for n, port in self._server_ports.items() if not port_in_use(port)]
             if not waiting:
                 return None
@@ -195,11 +202,9 @@ class Supervisor:
     def _watch(self, poll_s: float) -> LaunchResult:
         learner_done_at: Optional[float] = None
         while True:
-            failed = self._first_failure()
-            if failed is not None:
-                return self._failure(failed)
-            if self._stop_requested.is_set():
-                return self._result(0, "stopped on request (Ctrl-C / SIGTERM)")
+            ended = self._failed_or_stopped()
+            if ended is not None:
+                return ended
             clients = [j for n, j in self._jobs.items() if not is_server(n)]
             if all(j.process.poll() == 0 for j in clients):
                 return self._result(0, "training finished; every job exited 0")
