@@ -14,6 +14,18 @@ import pytest
 # late (a process starting, a log line, an exit). Generous on purpose: the
 # tests assert what happens, never how fast; a deadline only stops a hang.
 DEADLINE_S = float(os.environ.get("SAC_TEST_DEADLINE_S", "600"))
+# A whole sac-launch run in seconds (Pendulum-v1, tiny nets): the launchers' tests.
+TINY_RUN_ITERATIONS = 200
+TINY_RUN_FLAGS = (
+    f"--num_iterations={TINY_RUN_ITERATIONS}",
+    "--initial_collect_steps=100",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=200",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=200",
+)
 
 
 def start(module: str, flags, log_path: str) -> subprocess.Popen:

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import portpicker
 import pytest
-from proc_utils import DEADLINE_S
+from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
 
 from sac_distributed import paths
 from sac_distributed.job_definitions import JobSpec
@@ -26,17 +26,8 @@ from sac_distributed.launch import Supervisor
 
 pytestmark = pytest.mark.slow
 
-NUM_ITERATIONS = 200
-TINY = [
-    f"--num_iterations={NUM_ITERATIONS}",
-    "--initial_collect_steps=100",
-    "--batch_size=32",
-    "--actor_fc_layer_params=16,16",
-    "--critic_joint_fc_layer_params=16,16",
-    "--eval_interval=200",
-    "--num_eval_episodes=1",
-    "--policy_save_interval=200",
-]
+NUM_ITERATIONS = TINY_RUN_ITERATIONS
+TINY = list(TINY_RUN_FLAGS)
 # Pendulum-v1's replay_buffer_capacity; each of 2 shards holds half of it.
 PRESET_CAPACITY = 100_000
 # sac-launch's last lines: one per shard (launch.print_shards).

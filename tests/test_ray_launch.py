@@ -18,23 +18,14 @@ import time
 
 import numpy as np
 import pytest
-from proc_utils import DEADLINE_S, read
+from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, read
 
 from sac_distributed import config as config_lib
 from sac_distributed import job_definitions, paths
 from sac_distributed.errors import ConfigError
 
-NUM_ITERATIONS = 200
-TINY = [
-    f"--num_iterations={NUM_ITERATIONS}",
-    "--initial_collect_steps=100",
-    "--batch_size=32",
-    "--actor_fc_layer_params=16,16",
-    "--critic_joint_fc_layer_params=16,16",
-    "--eval_interval=200",
-    "--num_eval_episodes=1",
-    "--policy_save_interval=200",
-]
+NUM_ITERATIONS = TINY_RUN_ITERATIONS
+TINY = list(TINY_RUN_FLAGS)
 # Written by the Ray engine at the top of each start of a job in logs/<job>.log.
 _STARTED = re.compile(r"== sac-launch: (\w+) started as pid (\d+) on node (\w+)")
 
