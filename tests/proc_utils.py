@@ -108,3 +108,22 @@ def stop(proc: subprocess.Popen, timeout_s: float = DEADLINE_S) -> int:
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def assert_greedy_policy_acts(root_dir: str, train_step: int) -> None:
+    """The run's exported greedy policy loads with stock TF-Agents at `train_step`
+    and gives an in-bounds action on Pendulum-v1."""
+    import numpy as np
+    from tf_agents.environments import suite_gym
+    from tf_agents.policies import py_tf_eager_policy
+
+    from sac_distributed import paths
+
+    policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+        paths.policy_dir(root_dir, "greedy_policy"), load_specs_from_pbtxt=True
+    )
+    assert policy.get_train_step() == train_step
+    env = suite_gym.load("Pendulum-v1")
+    action = policy.action(env.reset()).action
+    spec = env.action_spec()
+    assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)

@@ -267,22 +267,26 @@ def test_kustomizations_build_the_rendered_objects(rendered):
     assert by_kind_name(KustomizeLite().build(CPU_OVERLAY)) == by_kind_name(cpu_overlay_expected())
 
 
+def kubectl_kustomize(directory) -> list:
+    """The objects `kubectl kustomize <directory>` builds (it must succeed)."""
+    proc = subprocess.run(
+        ["kubectl", "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=RENDER_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_kustomize_builds_the_rendered_objects(rendered):
     for directory, expected in (
         (K8S_DIR, objects(rendered)),
         (CPU_OVERLAY, cpu_overlay_expected()),
     ):
-        proc = subprocess.run(
-            ["kubectl", "kustomize", str(directory)],
-            capture_output=True,
-            text=True,
-            timeout=RENDER_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-        assert proc.returncode == 0, proc.stderr
-        built = [d for d in yaml.safe_load_all(proc.stdout) if d]
-        assert by_kind_name(built) == by_kind_name(expected), directory
+        assert by_kind_name(kubectl_kustomize(directory)) == by_kind_name(expected), directory
 
 
 # --- wiring ---------------------------------------------------------------------
@@ -535,13 +539,4 @@ def test_sac_render_writes_sharded_manifests_that_kustomize_builds(tmp_path):
     expected = objects(manifests.kubernetes_manifests(default_launch(num_replay_shards=2)))
     assert by_kind_name(KustomizeLite().build(tmp_path)) == by_kind_name(expected)
     if shutil.which("kubectl"):
-        proc = subprocess.run(
-            ["kubectl", "kustomize", str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=RENDER_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-        assert proc.returncode == 0, proc.stderr
-        built = [d for d in yaml.safe_load_all(proc.stdout) if d]
-        assert by_kind_name(built) == by_kind_name(expected)
+        assert by_kind_name(kubectl_kustomize(tmp_path)) == by_kind_name(expected)

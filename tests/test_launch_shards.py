@@ -15,12 +15,10 @@ import socket
 import subprocess
 import sys
 
-import numpy as np
 import portpicker
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
+from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, assert_greedy_policy_acts
 
-from sac_distributed import paths
 from sac_distributed.job_definitions import JobSpec
 from sac_distributed.launch import Supervisor
 
@@ -55,8 +53,6 @@ def _launch(args) -> subprocess.CompletedProcess:
 
 
 def test_two_shards_both_fill_and_are_sampled(tmp_path):
-    from tf_agents.environments import suite_gym
-    from tf_agents.policies import py_tf_eager_policy
 
     root = str(tmp_path / "run")
     run = _launch(
@@ -78,14 +74,7 @@ def test_two_shards_both_fill_and_are_sampled(tmp_path):
         assert int(capacity) == PRESET_CAPACITY // 2, f"shard {index} holds {capacity}"
     assert len({s[2] for s in shards}) == 2  # two servers, two addresses
 
-    policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
-        paths.policy_dir(root, "greedy_policy"), load_specs_from_pbtxt=True
-    )
-    assert policy.get_train_step() == NUM_ITERATIONS
-    env = suite_gym.load("Pendulum-v1")
-    action = policy.action(env.reset()).action
-    spec = env.action_spec()
-    assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+    assert_greedy_policy_acts(root, NUM_ITERATIONS)
 
 
 def _free_pair() -> int:

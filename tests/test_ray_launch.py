@@ -16,9 +16,14 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, read
+from proc_utils import (
+    DEADLINE_S,
+    TINY_RUN_FLAGS,
+    TINY_RUN_ITERATIONS,
+    assert_greedy_policy_acts,
+    read,
+)
 
 from sac_distributed import config as config_lib
 from sac_distributed import job_definitions, paths
@@ -220,19 +225,10 @@ def _finish(proc: subprocess.Popen) -> str:
 
 
 def _assert_finished_with_loadable_policy(root: str, out: str, proc: subprocess.Popen):
-    from tf_agents.environments import suite_gym
-    from tf_agents.policies import py_tf_eager_policy
 
     assert proc.returncode == 0, out[-6000:]
     assert "training finished; every job exited 0" in out, out[-6000:]
-    policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
-        paths.policy_dir(root, "greedy_policy"), load_specs_from_pbtxt=True
-    )
-    assert policy.get_train_step() == NUM_ITERATIONS
-    env = suite_gym.load("Pendulum-v1")
-    action = policy.action(env.reset()).action
-    spec = env.action_spec()
-    assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+    assert_greedy_policy_acts(root, NUM_ITERATIONS)
 
 
 def _no_job_left(root: str) -> bool:
