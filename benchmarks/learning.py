@@ -5,7 +5,9 @@ Each run trains to an env-step budget and leaves the evaluator's results.csv
 
   ours   the real distributed job: `sac-launch` (server, actors, learner and
          evaluator as processes) with SampleToInsertRatio = batch_size * utd,
-         so the learner does `utd` SGD steps per env step after the warm-up;
+         so the learner does `utd` SGD steps per env step after the warm-up,
+         and --wait_for_eval, so that every --eval_every mark is evaluated as in
+         the one-process peers (--async_eval: the evaluator skips marks when busy);
   stock  the TF-Agents SAC tutorial loop in one process (peer_stock.py);
   sb3    Stable-Baselines3 SAC on torch (peer_sb3.py, its own virtualenv).
 
@@ -75,6 +77,7 @@ class Budget:
     num_eval_episodes: int
     utd: float
     common_flags: tuple
+    async_eval: bool = False
 
 
 def flags_to_overrides(flags: Sequence[str]) -> Dict[str, object]:
@@ -168,6 +171,7 @@ def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
         f"--samples_per_insert={hp.batch_size * budget.utd}",
         f"--eval_interval={max(1, int(round(budget.eval_every * budget.utd)))}",
         f"--num_eval_episodes={budget.num_eval_episodes}",
+        *(() if budget.async_eval else ("--wait_for_eval",)),
         *budget.common_flags,
         *spec.flags,
     ]
@@ -232,7 +236,12 @@ class Running:
 
 def sweep(args: argparse.Namespace) -> int:
     budget = Budget(
-        args.env_steps, args.eval_every, args.num_eval_episodes, args.utd, args.common_flags
+        args.env_steps,
+        args.eval_every,
+        args.num_eval_episodes,
+        args.utd,
+        args.common_flags,
+        args.async_eval,
     )
     runs = plan(args)
     todo = [r for r in runs if not is_done(args.out, r)]
@@ -292,6 +301,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--env_steps", type=int, default=20_000, help="budget per run, warm-up included")
     p.add_argument("--eval_every", type=int, default=1_000, help="env steps between evaluations")
     p.add_argument("--num_eval_episodes", type=int, default=10)
+    p.add_argument(
+        "--async_eval",
+        action="store_true",
+        help="ours: the learner does not wait for evaluations (marks are skipped when busy)",
+    )
     p.add_argument("--utd", type=float, default=1.0, help="SGD steps per env step (update/data)")
     p.add_argument(
         "--variants",

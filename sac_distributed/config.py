@@ -43,6 +43,11 @@ class Hyperparams:
     num_iterations: int = 1_000_000  # train steps in total
     eval_interval: int = 10_000  # train steps between evaluations
     num_eval_episodes: int = 10  # episodes per evaluation
+    # The learner pauses at every eval_interval until the evaluator has written
+    # that step's row to root_dir/eval/results.csv, so an evaluation falls on
+    # every multiple, as in a single-process loop (benchmarks). Off: the
+    # evaluator takes the newest weights when it is free and skips the rest.
+    wait_for_eval: bool = False
     # Replay sampling budget: average samples per inserted transition, held by
     # Reverb's SampleToInsertRatio (batch_size = one update per env step).
     # None or 0: MinSize, i.e. actors run free.
@@ -100,7 +105,7 @@ class Hyperparams:
             f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
         )
         _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
-        for name in ("normalize_observations", "prioritized_replay"):
+        for name in ("normalize_observations", "prioritized_replay", "wait_for_eval"):
             _require(
                 isinstance(getattr(self, name), bool),
                 f"{name} must be true or false, got {getattr(self, name)!r}.",

@@ -24,6 +24,9 @@ from sac_distributed.results import EvalPoint, append_result
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer, VariableSnapshot
 
+# Seconds between weight pulls when the learner waits for each evaluation (wait_for_eval).
+WAITED_ON_POLL_INTERVAL_S = 0.2
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalResult:
@@ -95,6 +98,10 @@ class EvalLoop:
         self._policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, seed=config.seed)
         self.results_path = paths.results_path(config.root_dir)
         self.results: List[EvalResult] = []
+        # A learner that waits for each evaluation idles until this loop notices its weights.
+        self._poll_interval_s = config.poll_interval_s
+        if config.hparams.wait_for_eval:
+            self._poll_interval_s = min(self._poll_interval_s, WAITED_ON_POLL_INTERVAL_S)
 
     def run(self) -> List[EvalResult]:
         last_step: Optional[int] = None
@@ -117,9 +124,9 @@ class EvalLoop:
         return self.results
 
     def _should_stop_wait(self) -> None:
-        deadline = time.monotonic() + self._config.poll_interval_s
+        deadline = time.monotonic() + self._poll_interval_s
         while time.monotonic() < deadline and not self._should_stop():
-            time.sleep(min(0.1, self._config.poll_interval_s))
+            time.sleep(min(0.1, self._poll_interval_s))
 
     def _due(self, snapshot: VariableSnapshot, last_step: Optional[int]) -> bool:
         return eval_due(

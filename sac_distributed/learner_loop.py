@@ -27,11 +27,12 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from sac_distributed import priorities
+from sac_distributed import paths, priorities
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.replay import REPLAY_TABLE, make_dataset, table_info, wait_for_table_size
+from sac_distributed.results import last_evaluated_step
 from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
 from sac_distributed.sac_learner import Diagnostics, Losses, SacLearner
@@ -49,6 +50,9 @@ HEALTH_CHECK_TIMEOUT_S = 5
 STALL_TIMEOUT_S = 120.0
 # How often (between calls) the learner pings replay shards it lost.
 SHARD_REJOIN_CHECK_S = 15.0
+# With wait_for_eval: how long the learner waits for one evaluation before it
+# trains on without waiting for any more (the evaluator is gone or writes elsewhere).
+EVAL_WAIT_TIMEOUT_S = 600.0
 
 
 class ServerLostError(ConnectionError):
@@ -198,12 +202,15 @@ class LearnerLoop:
         self._watchdog = Watchdog(connection.replay_addresses)
         self._last_losses: Optional[Losses] = None
         self._start = self._window = (time.monotonic(), self.step)
+        self._wait_for_eval = self._hp.wait_for_eval
         # Local files first, so that a server loss skips none of them.
         self._schedule: Sequence[Every] = (
             Every(config.checkpoint_interval, self.learner.save_checkpoint),
             Every(self._hp.policy_save_interval, self.learner.export_policies),
             Every(config.variable_push_interval, self.publish),
             Every(config.summary_interval, self._summarize),
+        ) + (
+            (Every(self._hp.eval_interval, self._await_evaluation),) if self._wait_for_eval else ()
         )
 
     @property
@@ -444,6 +451,37 @@ class LearnerLoop:
         if self._updater is not None:
             self._container.push_max_priority(self._updater.max_priority)
         return pushed
+
+    def _await_evaluation(self) -> None:
+        """With wait_for_eval: publishes, then waits for the evaluator's row of this step.
+
+        Actors wait meanwhile too (the rate limiter holds their inserts), so the
+        row's env_steps is where training stopped. After one wait of
+        EVAL_WAIT_TIMEOUT_S without a row the learner stops waiting for good.
+        """
+        if not self._wait_for_eval:
+            return
+        self.publish()
+        step, started = self.step, time.monotonic()
+        results_path = paths.results_path(self._config.root_dir)
+        while not self._should_stop():
+            evaluated = last_evaluated_step(results_path)
+            if evaluated is not None and evaluated >= step:
+                logging.info(
+                    "train_step %d evaluated; waited %.1f s.", step, time.monotonic() - started
+                )
+                return
+            if time.monotonic() - started > EVAL_WAIT_TIMEOUT_S:
+                logging.warning(
+                    "No evaluation of train_step %d in %s after %.0f s: training on without "
+                    "waiting for evaluations (is the evaluator running, on this root_dir?).",
+                    step,
+                    results_path,
+                    EVAL_WAIT_TIMEOUT_S,
+                )
+                self._wait_for_eval = False
+                return
+            time.sleep(0.05)
 
     def _start_priority_updater(self) -> None:
         """With prioritized replay: the updater, its running max resumed from the

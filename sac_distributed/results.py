@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from sac_distributed.errors import ConfigError
 from sac_distributed.paths import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
@@ -74,6 +74,19 @@ def read_results(path: str) -> List[EvalPoint]:
         rows = list(csv.reader(f))
     _check_header(path, rows[0] if rows else [])
     return [_parse(path, line, row) for line, row in enumerate(rows[1:], start=2) if row]
+
+
+def last_evaluated_step(path: str) -> Optional[int]:
+    """The highest train_step in a results.csv; None while there is no file or row yet.
+
+    A row being appended right now may read as malformed: that is None too
+    (ask again), not an error, since the caller polls a live file.
+    """
+    try:
+        points = read_results(path)
+    except ConfigError:
+        return None
+    return max((p.train_step for p in points), default=None)
 
 
 def _first_row(path: str) -> List[str]:

@@ -60,6 +60,13 @@ flags.DEFINE_integer("policy_save_interval", None, "Train steps between SavedMod
 flags.DEFINE_integer("num_iterations", None, "Total train steps.")
 flags.DEFINE_integer("eval_interval", None, "Train steps between evaluations.")
 flags.DEFINE_integer("num_eval_episodes", None, "Episodes per evaluation.")
+flags.DEFINE_boolean(
+    "wait_for_eval",
+    None,
+    "The learner waits at every --eval_interval until the evaluator has evaluated those "
+    "weights (an evaluation at every multiple, as in a one-process loop; needs the "
+    "evaluator's root_dir/eval/results.csv readable by the learner).",
+)
 flags.DEFINE_integer(
     "transitions_per_item",
     None,
