@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from typing import Dict, Optional, Sequence, Tuple
 
+from bench import cgroups
 from sac_distributed import replay
 from sac_distributed.config import Hyperparams, hyperparams_for
 
@@ -35,6 +37,8 @@ PIECES: Dict[str, Tuple[str, str]] = {
 }
 # One-shot pieces (run once, after the rounds).
 ONE_SHOT_PIECES = ("stock_server_rss", "server_rss")
+# The smallest --server_cpus: the kernel's smallest CFS quota is 1 ms per 100 ms period.
+MIN_SERVER_CPUS = 0.01
 # Flags that must be >= 1.
 _POSITIVE_INTS = (
     "num_envs",
@@ -79,6 +83,7 @@ class Settings:
     shard_counts: Tuple[int, ...]
     writers: int
     samplers: int
+    server_cpus: Optional[float]  # None: shard servers uncapped
 
 
 def all_pieces() -> Tuple[str, ...]:
@@ -102,6 +107,7 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
     if a.duration <= 0 or a.max_minutes <= 0:
         p.error("--duration and --max_minutes must be > 0")
     shard_counts = _parse_shard_counts(p, a.shard_counts, a.writers, a.samplers)
+    server_cpus = _parse_server_cpus(p, a.server_cpus, a.mode)
     return Settings(
         mode=a.mode,
         env_name=a.env_name or "Pendulum-v1",
@@ -129,6 +135,7 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
         shard_counts=shard_counts,
         writers=a.writers,
         samplers=a.samplers,
+        server_cpus=server_cpus,
     )
 
 
@@ -195,6 +202,12 @@ def _add_mode_flags(p: argparse.ArgumentParser) -> None:
         default=4,
         help="replay_shards: sampler processes (j -> shard j %% S)",
     )
+    p.add_argument(
+        "--server_cpus",
+        default=None,
+        help="replay_shards: CPUs each shard server may use (a cgroup CFS quota, e.g. 0.2); "
+        "default uncapped",
+    )
 
 
 def _parse_shard_counts(
@@ -215,6 +228,30 @@ def _parse_shard_counts(
             "use fewer shards."
         )
     return counts
+
+
+def _parse_server_cpus(
+    parser: argparse.ArgumentParser, text: Optional[str], mode: str
+) -> Optional[float]:
+    """--server_cpus as a CPU count in [0.01, cores]; checks that cgroups can be made."""
+    if text is None:
+        return None
+    if mode != "replay_shards":
+        parser.error(f"--server_cpus applies to --mode=replay_shards only, not {mode}")
+    try:
+        cpus = float(text)
+    except ValueError:
+        parser.error(f"--server_cpus must be a number of CPUs such as 0.2, got {text!r}")
+    cores = os.cpu_count() or 1
+    if not MIN_SERVER_CPUS <= cpus <= cores:
+        parser.error(
+            f"--server_cpus must be between {MIN_SERVER_CPUS} and this machine's {cores} "
+            f"CPUs, got {text!r}"
+        )
+    reason = cgroups.unavailable_reason()
+    if reason:
+        parser.error(f"--server_cpus={text}: {reason}")
+    return cpus
 
 
 def _parse_layers(

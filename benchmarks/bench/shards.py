@@ -18,6 +18,12 @@ machine is read from /proc, so the report shows where the time went: a
 server-bound run has writers far below their unhindered rate and a machine
 with idle CPU left; a machine-bound one has every core busy.
 
+With --server_cpus=X each shard's server runs in its own cgroup with a CFS
+quota of X CPUs (bench.cgroups), as if each shard had a machine of X CPUs to
+itself; the report then gives each server's CPU use as a share of X and how
+often the quota ran out, and a server at its cap on a machine with CPU left
+is what held the inserts back.
+
 The worker processes start once (their TensorFlow import is slow) and are
 reused by every window. No learner runs here: a learner over all shards needs
 a make_dataset that samples from several servers.
@@ -32,12 +38,13 @@ import select
 import subprocess
 import sys
 import time
-from typing import Dict, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import reverb
 from absl import logging
 
 import sac_distributed
+from bench.cgroups import CpuCap
 from bench.experience import inserted_items
 from bench.fixtures import Bench, LearnerLoopDriver
 from bench.servers import ServerProcess, our_server_process
@@ -54,6 +61,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MACHINE_BOUND_BUSY = 0.9
 # Writers that alone would insert this many times what the servers took are held back.
 SERVER_BOUND_OFFERED = 1.5
+# A capped server using at least this share of its --server_cpus is at its cap.
+SERVER_AT_CAP = 0.9
 
 
 class Worker:
@@ -126,6 +135,8 @@ class Usage(NamedTuple):
     worker_cpu_s: Tuple[float, ...]
     machine_busy_ticks: int
     machine_ticks: int
+    # (CFS periods, throttled periods) of each capped server's cgroup; () uncapped
+    server_throttling: Tuple[Tuple[int, int], ...] = ()
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -144,7 +155,10 @@ def machine_cpu_ticks() -> Tuple[int, int]:
 
 
 def _snapshot(
-    servers: Sequence[ServerProcess], clients: Sequence[reverb.Client], workers: Sequence[Worker]
+    servers: Sequence[ServerProcess],
+    clients: Sequence[reverb.Client],
+    workers: Sequence[Worker],
+    caps: Sequence[CpuCap],
 ) -> Usage:
     busy, total = machine_cpu_ticks()
     return Usage(
@@ -154,14 +168,26 @@ def _snapshot(
         worker_cpu_s=tuple(process_cpu_seconds(w.proc.pid) for w in workers),
         machine_busy_ticks=busy,
         machine_ticks=total,
+        server_throttling=tuple(cap.throttling() for cap in caps),
     )
 
 
-def usage_between(a: Usage, b: Usage, k: int, worker_rates: Sequence[float]) -> Dict[str, float]:
-    """Rates and CPU use over one window, from the counters at its ends."""
+def usage_between(
+    a: Usage,
+    b: Usage,
+    k: int,
+    worker_rates: Sequence[float],
+    server_cpus: Optional[float] = None,
+) -> Dict[str, float]:
+    """Rates and CPU use over one window, from the counters at its ends.
+
+    With `server_cpus` (each server's cap) it adds `server_cpu_of_cap`, the
+    servers' mean CPU use over their cap, and `server_throttled`, the share of
+    their CFS periods in which the quota ran out.
+    """
     dt = b.time - a.time
     server_cores = [(y - x) / dt for x, y in zip(a.server_cpu_s, b.server_cpu_s)]
-    return {
+    usage = {
         "server_inserts_per_s": k * (sum(b.inserted) - sum(a.inserted)) / dt,
         "workers_per_s": float(sum(worker_rates)),
         "slowest_worker_per_s": float(min(worker_rates)),
@@ -172,6 +198,12 @@ def usage_between(a: Usage, b: Usage, k: int, worker_rates: Sequence[float]) -> 
         "machine_cpu_busy": (b.machine_busy_ticks - a.machine_busy_ticks)
         / max(b.machine_ticks - a.machine_ticks, 1),
     }
+    if server_cpus is not None:
+        usage["server_cpu_of_cap"] = sum(server_cores) / len(server_cores) / server_cpus
+        periods = sum(y[0] - x[0] for x, y in zip(a.server_throttling, b.server_throttling))
+        throttled = sum(y[1] - x[1] for x, y in zip(a.server_throttling, b.server_throttling))
+        usage["server_throttled"] = throttled / max(periods, 1)
+    return usage
 
 
 def _window(
@@ -182,6 +214,7 @@ def _window(
     clients: Sequence[reverb.Client],
     s: Settings,
     k: int,
+    caps: Sequence[CpuCap] = (),
 ) -> Dict[str, float]:
     """Prepares every worker, runs them all through one timed window, reads the usage."""
     for worker, request in zip(workers, prepares):
@@ -193,42 +226,59 @@ def _window(
     for worker in workers:
         worker.send({"cmd": run_cmd, "start": start, "end": end})
     _sleep_until(start)
-    a = _snapshot(servers, clients, workers)
+    a = _snapshot(servers, clients, workers, caps)
     _sleep_until(end)
-    b = _snapshot(servers, clients, workers)
+    b = _snapshot(servers, clients, workers, caps)
     rates = [float(worker.receive()["per_s"]) for worker in workers]
-    return usage_between(a, b, k, rates)
+    return usage_between(a, b, k, rates, caps[0].cpus if caps else None)
 
 
 def _sleep_until(t: float) -> None:
     time.sleep(max(0.0, t - time.monotonic()))
 
 
+class Shards(NamedTuple):
+    """The running shard servers of one measurement, their clients and CPU caps."""
+
+    servers: List[ServerProcess]
+    clients: List[reverb.Client]
+    caps: List[CpuCap]  # one per server, or none when uncapped
+
+
 @contextlib.contextmanager
 def _shard_servers(
-    root_dir: str, s: Settings, hp: Hyperparams, n: int
-) -> Iterator[Tuple[List[ServerProcess], List[reverb.Client]]]:
+    root_dir: str, s: Settings, hp: Hyperparams, n: int, server_cpus: Optional[float] = None
+) -> Iterator[Shards]:
     """`n` server processes, shard i of n each, started together; stopped (SIGKILL) after.
 
     Capacity is n x the preset's, so that each shard holds the preset's full
-    capacity once the server divides it by --num_replay_shards.
+    capacity once the server divides it by --num_replay_shards. With
+    `server_cpus`, each server joins its own CPU-capped cgroup once it answers
+    (its start-up runs uncapped); the cgroups are removed after the servers
+    are stopped, on errors too.
     """
     with contextlib.ExitStack() as stack:
-        servers = []
+        servers, caps = [], []
         for i in range(n):
+            if server_cpus is not None:
+                name = f"sac_bench_{os.getpid()}_{os.path.basename(root_dir)}_{i}"
+                caps.append(stack.enter_context(CpuCap(server_cpus, name)))
             shard_dir = os.path.join(root_dir, f"shard_{i}")
             os.makedirs(shard_dir, exist_ok=True)
             flags = [f"--num_replay_shards={n}", f"--replay_shard={i}"]
             capacity = hp.replay_buffer_capacity * n
             server = our_server_process(shard_dir, s.env_name, hp, capacity, flags)
             servers.append(stack.enter_context(server))
-        yield servers, [server.connect() for server in servers]
+        clients = [server.connect() for server in servers]
+        for cap, server in zip(caps, servers):
+            cap.add(server.proc.pid)
+        yield Shards(servers, clients, caps)
 
 
 def _measure_writer_alone(bench: Bench, workers: Sequence[Worker], name: str) -> Dict[str, float]:
-    """One writer against one idle server: a writer's unhindered insert rate."""
+    """One writer against one idle, uncapped server: a writer's unhindered insert rate."""
     s, hp = bench.settings, bench.hparams
-    with _shard_servers(bench.tmpdir(name), s, hp, 1) as (servers, clients):
+    with _shard_servers(bench.tmpdir(name), s, hp, 1) as (servers, clients, _):
         prepare = [{"cmd": "prepare_writer", "address": servers[0].address}]
         usage = _window(workers[:1], prepare, "write", servers, clients, s, hp.transitions_per_item)
     return {
@@ -243,17 +293,18 @@ def _measure_shards(bench: Bench, workers: Sequence[Worker], n: int, name: str) 
     """`n` shards: the insert phase, then the sample phase on what it wrote."""
     s, hp = bench.settings, bench.hparams
     k = hp.transitions_per_item
-    with _shard_servers(bench.tmpdir(name), s, hp, n) as (servers, clients):
+    with _shard_servers(bench.tmpdir(name), s, hp, n, s.server_cpus) as shards:
+        servers, clients, caps = shards
         addresses = [server.address for server in servers]
         writes = [{"cmd": "prepare_writer", "address": addresses[w % n]} for w in range(s.writers)]
-        insert = _window(workers[: s.writers], writes, "write", servers, clients, s, k)
+        insert = _window(workers[: s.writers], writes, "write", servers, clients, s, k, caps)
         samples = [
             {"cmd": "prepare_sampler", "address": addresses[j % n], "batch_size": hp.batch_size}
             for j in range(s.samplers)
         ]
-        sample = _window(workers[: s.samplers], samples, "sample", servers, clients, s, k)
+        sample = _window(workers[: s.samplers], samples, "sample", servers, clients, s, k, caps)
         learner_steps_per_s = _learner_steps_per_s(bench, addresses, name)
-    return {
+    result = {
         "inserts_per_s": insert["server_inserts_per_s"],
         "writers_reported_inserts_per_s": insert["workers_per_s"],
         "slowest_writer_inserts_per_s": insert["slowest_worker_per_s"],
@@ -267,6 +318,11 @@ def _measure_shards(bench: Bench, workers: Sequence[Worker], n: int, name: str) 
         "sample_machine_cpu_busy": sample["machine_cpu_busy"],
         "learner_steps_per_s": learner_steps_per_s,
     }
+    if caps:
+        result["insert_server_cpu_of_cap"] = insert["server_cpu_of_cap"]
+        result["insert_server_throttled"] = insert["server_throttled"]
+        result["sample_server_cpu_of_cap"] = sample["server_cpu_of_cap"]
+    return result
 
 
 def _learner_steps_per_s(bench: Bench, addresses: Sequence[str], name: str) -> float:
@@ -338,7 +394,9 @@ def summarize(
             r["learner_speedup"] = r["learner_steps_per_s"] / base["learner_steps_per_s"]
         r["per_writer_inserts_per_s"] = r["inserts_per_s"] / s.writers
         r["offered_load"] = s.writers * writer_alone["inserts_per_s"] / r["inserts_per_s"]
-        r["insert_limit"] = insert_limit(r["insert_machine_cpu_busy"], r["offered_load"])
+        r["insert_limit"] = insert_limit(
+            r["insert_machine_cpu_busy"], r["offered_load"], r.get("insert_server_cpu_of_cap")
+        )
     return {
         "mode": "replay_shards",
         "replay_shards": summary,
@@ -349,6 +407,7 @@ def summarize(
             "batch_size": hp.batch_size,
             "writers": s.writers,
             "samplers": s.samplers,
+            "server_cpus": s.server_cpus,
             "duration": s.duration,
             "repeats": s.repeats,
             "shard_capacity": hp.replay_buffer_capacity,
@@ -359,16 +418,22 @@ def summarize(
     }
 
 
-def insert_limit(machine_cpu_busy: float, offered_load: float) -> str:
+def insert_limit(
+    machine_cpu_busy: float, offered_load: float, server_cpu_of_cap: Optional[float] = None
+) -> str:
     """What capped the insert rate, as far as CPU use and the writers' rates tell.
 
     "machine": every core was (nearly) busy, so more servers cannot help.
-    "server": CPU was left, yet the writers together would have inserted
-    SERVER_BOUND_OFFERED times more had each run at its unhindered rate.
+    "server": CPU was left, and either the servers used at least SERVER_AT_CAP
+    of their --server_cpus cap (`server_cpu_of_cap`; None when uncapped), so
+    they could not have gone faster, or the writers together would have
+    inserted SERVER_BOUND_OFFERED times more had each run at its unhindered rate.
     "writers": neither; the writers did not offer much more than was taken.
     """
     if machine_cpu_busy >= MACHINE_BOUND_BUSY:
         return "machine"
+    if server_cpu_of_cap is not None and server_cpu_of_cap >= SERVER_AT_CAP:
+        return "server"
     if offered_load >= SERVER_BOUND_OFFERED:
         return "server"
     return "writers"
@@ -377,23 +442,28 @@ def insert_limit(machine_cpu_busy: float, offered_load: float) -> str:
 def format_replay_shards_table(result: Dict[str, object]) -> str:
     """The human-readable report: rates, speed-ups and CPU use per shard count."""
     c, alone = result["config"], result["writer_alone"]
+    cap = c.get("server_cpus")
+    capped = f"each server capped at {cap:g} CPU" if cap else "servers uncapped"
     lines = [
         f"Replay shards on {c['env_name']} (K={c['transitions_per_item']}, {c['writers']} "
         f"writer and {c['samplers']} sampler processes, batch {c['batch_size']}, "
         f"{c['duration']:g} s windows, {c['repeats']} round(s), median, {c['cpus']} CPUs, "
-        f"load {c['load_average_before']:.1f} before)",
+        f"load {c['load_average_before']:.1f} before, {capped})",
         f"One writer, idle server: {alone['inserts_per_s']:.0f} inserts/s (server "
         f"{alone['server_cpu_cores']:.2f} cores, writer {alone['writer_cpu_cores']:.2f}, "
         f"machine {100 * alone['machine_cpu_busy']:.0f}% busy)",
         f"{'shards':>6}{'inserts/s':>11}{'x':>6}{'/writer':>9}{'offered':>9}"
-        f"{'server cpu':>12}{'writer cpu':>12}{'busy':>6}{'limit':>9}"
+        f"{'server cpu':>12}{'of cap':>8}{'thrott':>8}{'writer cpu':>12}{'busy':>6}{'limit':>9}"
         f"{'samples/s':>11}{'x':>6}{'server cpu':>12}{'busy':>6}{'SGD/s':>8}{'x':>6}",
     ]
     for n, r in result["replay_shards"].items():
         lines.append(
             f"{n:>6}{r['inserts_per_s']:>11.0f}{r['insert_speedup']:>6.2f}"
             f"{r['per_writer_inserts_per_s']:>9.0f}{r['offered_load']:>9.2f}"
-            f"{r['insert_server_cpu_cores']:>12.2f}{r['insert_writer_cpu_cores']:>12.2f}"
+            f"{r['insert_server_cpu_cores']:>12.2f}"
+            f"{_percent(r.get('insert_server_cpu_of_cap')):>8}"
+            f"{_percent(r.get('insert_server_throttled')):>8}"
+            f"{r['insert_writer_cpu_cores']:>12.2f}"
             f"{100 * r['insert_machine_cpu_busy']:>5.0f}%{r['insert_limit']:>9}"
             f"{r['samples_per_s']:>11.0f}{r['sample_speedup']:>6.2f}"
             f"{r['sample_server_cpu_cores']:>12.2f}{100 * r['sample_machine_cpu_busy']:>5.0f}%"
@@ -402,7 +472,13 @@ def format_replay_shards_table(result: Dict[str, object]) -> str:
         )
     lines.append(
         "inserts and samples in transitions/s; cpu in cores (all shards, all writers); "
-        "offered = writers x one writer's idle-server rate / inserts; SGD/s = a learner "
-        "sampling batches from all shards, alone on the machine"
+        "offered = writers x one writer's idle-server rate / inserts; of cap = a server's "
+        "cpu / --server_cpus (mean over shards), thrott = share of its CFS periods that "
+        "hit the cap; SGD/s = a learner sampling batches from all shards, alone on the "
+        "machine"
     )
     return "\n".join(lines)
+
+
+def _percent(share: Optional[float]) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
