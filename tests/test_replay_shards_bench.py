@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import reverb
@@ -191,6 +192,10 @@ def test_capped_cgroup_holds_a_real_process_and_is_removed(tmp_path):
             assert cgroups.cgroup_of(child.pid, version) == cap.relative_path
             assert cap.relative_path.endswith("/" + name)
             assert cap.pids() == [child.pid]
+            if version == 1:
+                files = ("cpu.cfs_period_us", "cpu.cfs_quota_us")
+                values = [(Path(cap.path) / f).read_text().strip() for f in files]
+                assert values == ["10000", "1000"]
             assert os.path.isdir(cap.path)
             # The child is still running when the cap is removed: it goes back out.
         assert not os.path.exists(cap.path)
@@ -252,6 +257,13 @@ def test_worker_writes_then_samples_a_real_server(tmp_path):
     assert worker.proc.returncode == 0
 
 
+def test_cfs_quota_keeps_short_periods_and_the_kernel_minimum():
+    assert cgroups.cfs_quota(0.2) == (10_000, 2_000)
+    assert cgroups.cfs_quota(1.5) == (10_000, 15_000)
+    assert cgroups.cfs_quota(0.05) == (20_000, 1_000)  # 0.5 ms per 10 ms is too little
+    assert cgroups.cfs_quota(0.01) == (100_000, 1_000)
+
+
 def test_cgroup_v2_is_found_and_written_as_cpu_max(tmp_path, monkeypatch):
     # A stand-in v2 hierarchy (plain files): detection, +cpu delegation, cpu.max.
     (tmp_path / "cgroup.controllers").write_text("cpu io memory\n")
@@ -262,6 +274,6 @@ def test_cgroup_v2_is_found_and_written_as_cpu_max(tmp_path, monkeypatch):
     hierarchy = cgroups.find_hierarchy()
     assert (hierarchy.version, hierarchy.mount) == (2, str(tmp_path))
     cap = cgroups.CpuCap(0.25, "capped", cgroups.Hierarchy(2, str(tmp_path), str(tmp_path)))
-    assert (tmp_path / "capped" / "cpu.max").read_text() == "25000 100000"
+    assert (tmp_path / "capped" / "cpu.max").read_text() == "2500 10000"
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
     assert cap.relative_path == "/capped"

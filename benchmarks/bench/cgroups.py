@@ -18,14 +18,19 @@ Standard library only.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import time
 from typing import List, NamedTuple, Optional, Tuple
 
 from absl import logging
 
-PERIOD_US = 100_000  # CFS period for v2's cpu.max (v1 keeps the hierarchy's own)
-MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
+# CFS period. The kernel's default, 100 ms, would let a 0.1-CPU server run 10 ms and
+# then freeze 90 ms: writers with a bounded window of unconfirmed items would wait out
+# the freeze (latency-bound, not CPU-bound). 10 ms periods make it a slower server.
+PERIOD_US = 10_000
+MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas (and periods)
+MAX_PERIOD_US = 1_000_000  # and longer periods
 RMDIR_TIMEOUT_S = 10.0  # a killed process may take a moment to leave its cgroup
 MOUNTS = "/proc/self/mounts"
 
@@ -139,13 +144,12 @@ class CpuCap:
         return "/" + os.path.relpath(self.path, self.hierarchy.mount)
 
     def _set_quota(self, cpus: float) -> None:
+        period, quota = cfs_quota(cpus)
         if self.hierarchy.version == 1:
-            period = int(_read(os.path.join(self.path, "cpu.cfs_period_us")))
-            quota = max(MIN_QUOTA_US, round(cpus * period))
+            _write(os.path.join(self.path, "cpu.cfs_period_us"), str(period))
             _write(os.path.join(self.path, "cpu.cfs_quota_us"), str(quota))
         else:
-            quota = max(MIN_QUOTA_US, round(cpus * PERIOD_US))
-            _write(os.path.join(self.path, "cpu.max"), f"{quota} {PERIOD_US}")
+            _write(os.path.join(self.path, "cpu.max"), f"{quota} {period}")
 
     def add(self, pid: int) -> None:
         """Moves process `pid`, all its threads, into this cgroup."""
@@ -194,6 +198,13 @@ class CpuCap:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def cfs_quota(cpus: float) -> Tuple[int, int]:
+    """(period, quota) in microseconds for `cpus` CPUs: PERIOD_US, or longer where
+    the quota would be below the kernel's 1 ms minimum."""
+    period = min(MAX_PERIOD_US, max(PERIOD_US, math.ceil(MIN_QUOTA_US / cpus)))
+    return period, max(MIN_QUOTA_US, round(cpus * period))
 
 
 def _enable_cpu_controller(parent: str) -> None:
