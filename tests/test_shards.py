@@ -23,7 +23,9 @@ import tensorflow as tf
 from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
 from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
 
+from sac_distributed import actor_loop as actor_loop_lib
 from sac_distributed import config as config_lib
+from sac_distributed import learner_loop as learner_loop_lib
 from sac_distributed import paths, replay
 from sac_distributed import specs as specs_lib
 from sac_distributed.actor_loop import ActorLoop
@@ -33,6 +35,11 @@ from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 
 POLL_S = 120.0  # generous: a deadline only stops a hang
+# How often the in-process actor and learner look for a missing shard here (15 s in
+# the binaries, which the end-to-end run below keeps): the same code path, less
+# waiting. Not shorter than connection.PING_TIMEOUT_S, so a busy machine still
+# trains between two pings of a dead shard.
+SHARD_PROBE_S = 3.0
 
 
 def _shard_config(hparams, num_shards: int, shard: int, root: str) -> config_lib.ServerConfig:
@@ -209,7 +216,8 @@ def _inserted(server) -> int:
     ).rate_limiter_info.insert_stats.completed
 
 
-def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_dir):
+def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_dir, monkeypatch):
+    monkeypatch.setattr(actor_loop_lib, "HOME_PROBE_INTERVAL_S", SHARD_PROBE_S)
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
     address = ",".join(f"localhost:{p}" for p in ports)
@@ -280,15 +288,17 @@ def _sampled(server) -> int:
 
 
 def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
-    shards, env_specs, root_dir, caplog
+    shards, env_specs, root_dir, caplog, monkeypatch
 ):
+    monkeypatch.setattr(learner_loop_lib, "SHARD_REJOIN_CHECK_S", SHARD_PROBE_S)
     caplog.set_level(logging.INFO, logger="absl")
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
     for shard, server in enumerate(servers):
         _fill(server, env_specs, 96, reward=float(shard))
     addresses = ",".join(f"localhost:{p}" for p in ports)
-    config = learner_config(root_dir, addresses, steps_per_call=5)
+    # No checkpoints (none is checked): the learner trains freely while the test waits.
+    config = learner_config(root_dir, addresses, steps_per_call=5, checkpoint_interval=1_000_000)
     config = dataclasses.replace(
         config,
         hparams=small_hparams(num_iterations=1_000_000, policy_save_interval=1_000_000),
