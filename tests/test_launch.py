@@ -1,4 +1,8 @@
-"""sac-launch: a full local run, a failing child, and Ctrl-C."""
+"""sac-launch: a failing child, and Ctrl-C.
+
+The full local run to num_iterations is test_launch_shards.py's (two replay
+shards, two actors), which checks the run's output and logs; the single-server
+stop that it does not see is checked here, on Ctrl-C."""
 
 import os
 import re
@@ -41,24 +45,6 @@ def _no_children_left(root_dir: str) -> bool:
     return not any(f"--root_dir={root_dir}" in line for line in out.splitlines())
 
 
-def test_launch_trains_and_reports_eval_returns(tmp_path):
-    root = str(tmp_path / "run")
-    proc = _launch([f"--root_dir={root}", "--num_actors=2", *TINY])
-    out, _ = proc.communicate(timeout=DEADLINE_S)
-    assert proc.returncode == 0, out[-4000:]
-    assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
-    assert "Eval at train_step 200" in out
-    # Progress of the initial collect (the first actor to check finds the table empty).
-    assert re.search(r"\[actor_\d\].*initial collect with random actions, replay holds", out)
-    assert "training finished; every job exited 0" in out
-    # While jobs shut down, the launcher says whom it waits for.
-    assert "sac-launch: waiting for server to write its replay checkpoint and stop" in out
-    assert "Eval return:" in out and "at train_step 200" in out.split("Eval return:")[-1]
-    for name in ("server", "learner", "actor_0", "actor_1", "evaluator"):
-        assert os.path.getsize(os.path.join(root, "logs", f"{name}.log")) > 0
-    assert _no_children_left(root)
-
-
 def test_launch_reports_failing_child(tmp_path):
     root = str(tmp_path / "bad")
     proc = _launch([f"--root_dir={root}", "--env_name=NoSuchEnv-v0", *TINY])
@@ -90,6 +76,8 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     assert "stopped on request" in out
     assert re.search(r"sac-launch: waiting for [a-z_0-9, ]*learner", out), out[-3000:]
+    # Then the one server, last (the sharded run says "their replay checkpoints").
+    assert "sac-launch: waiting for server to write its replay checkpoint and stop" in out
     assert _no_children_left(root)
     # The learner's graceful stop leaves a checkpoint and exported policies behind.
     assert any(f.endswith(".index") for f in os.listdir(os.path.join(root, "train", "checkpoints")))

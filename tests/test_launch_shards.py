@@ -1,5 +1,10 @@
 """sac-launch --num_replay_shards: a short Pendulum-v1 run over 2 Reverb servers.
 
+It is also the suite's whole local sac-launch run (to num_iterations, two
+actors): what a user sees of any run (the jobs' prefixed output, the initial
+collect's progress, the evaluations, the summary, one log per job, no process
+left behind) is checked on it.
+
 The full run needs the sharded data plane (actors that spread their inserts
 over the shards, a learner that samples from all of them: replay.py,
 connection.py, actor_loop.py, learner_loop.py); the launcher's part (servers
@@ -52,8 +57,13 @@ def _launch(args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
 
-def test_two_shards_both_fill_and_are_sampled(tmp_path):
+def _no_process_left(root_dir: str) -> bool:
+    """True when no process is still running with this root_dir on its command line."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return not any(f"--root_dir={root_dir}" in line for line in out.splitlines())
 
+
+def test_two_shards_both_fill_and_are_sampled(tmp_path):
     root = str(tmp_path / "run")
     run = _launch(
         [f"--root_dir={root}", "--num_actors=2", "--num_replay_shards=2", "--seed=3", *TINY]
@@ -73,6 +83,17 @@ def test_two_shards_both_fill_and_are_sampled(tmp_path):
         assert address.startswith("localhost:"), address
         assert int(capacity) == PRESET_CAPACITY // 2, f"shard {index} holds {capacity}"
     assert len({s[2] for s in shards}) == 2  # two servers, two addresses
+
+    # What any local run shows (moved from test_launch.py's unsharded run).
+    assert "[learner]" in out and "[actor_1]" in out and "[evaluator]" in out
+    assert f"Eval at train_step {NUM_ITERATIONS}" in out
+    # Progress of the initial collect (the first actor to check finds the table empty).
+    assert re.search(r"\[actor_\d\].*initial collect with random actions, replay holds", out)
+    assert "Eval return:" in out
+    assert f"at train_step {NUM_ITERATIONS}" in out.split("Eval return:")[-1]
+    for name in ("server_0", "server_1", "learner", "actor_0", "actor_1", "evaluator"):
+        assert os.path.getsize(os.path.join(root, "logs", f"{name}.log")) > 0, name
+    assert _no_process_left(root)
 
     assert_greedy_policy_acts(root, NUM_ITERATIONS)
 
