@@ -291,6 +291,9 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     shards, env_specs, root_dir, caplog, monkeypatch
 ):
     monkeypatch.setattr(learner_loop_lib, "SHARD_REJOIN_CHECK_S", SHARD_PROBE_S)
+    # A training call stuck on the dead shard is noticed after 1 s, not 5 (the ping's
+    # own timeout stays): a healthy call never lasts long enough to be checked.
+    monkeypatch.setattr(learner_loop_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
     caplog.set_level(logging.INFO, logger="absl")
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
