@@ -260,26 +260,28 @@ def make_learner(new_learner, reverb_server):
 
 # --- the order in which `make test` hands files to its two workers -----------------
 
-# The longest test files, longest first (seconds each in a whole `make test` run,
-# measured with --durations=0). `make test` runs `--dist loadfile
-# --no-loadscope-reorder`, which hands whole files to the two workers in
-# collection order: starting the long ones first and leaving the short ones for
-# the end keeps both workers busy until the last minute. Order only: a file
-# missing here still runs, after these, in the usual order.
+# The longest test files, longest first (about how long each took in a whole
+# `make test` run, with --durations=0; the order matters, not the numbers).
+# `make test` runs `--dist loadfile --no-loadscope-reorder`, which hands whole
+# files to the two workers in collection order: starting the long ones first and
+# leaving the short ones for the end keeps both workers busy until the last
+# minute. Order only: a file missing here still runs, after these, in the usual
+# order.
 LONGEST_FILES_FIRST = (
-    "test_reliability.py",  # 125 s
-    "test_shards.py",  # 120 s
-    "test_launch.py",  # 118 s
-    "test_eval_sync.py",  # 103 s
-    "test_ray_launch.py",  # 60 s
-    "test_guards.py",  # 55 s
-    "test_config_mismatch.py",  # 52 s
-    "test_load.py",  # 51 s
-    "test_replay_checkpoints.py",  # 51 s
-    "test_notebook.py",  # 48 s
-    "test_bad_input.py",  # 47 s
-    "test_learning_benchmark.py",  # 41 s
-    "test_kubernetes.py",  # 40 s
+    "test_reliability.py",  # ~120 s
+    "test_shards.py",  # ~110 s
+    "test_eval_sync.py",  # ~100 s
+    "test_ray_launch.py",  # ~60 s
+    "test_launch.py",  # ~55 s
+    "test_guards.py",  # ~55 s
+    "test_config_mismatch.py",  # ~50 s
+    "test_load.py",  # ~50 s
+    "test_replay_checkpoints.py",  # ~50 s
+    "test_notebook.py",  # ~50 s
+    "test_bad_input.py",  # ~45 s
+    "test_learning_benchmark.py",  # ~40 s
+    "test_kubernetes.py",  # ~40 s
+    "test_launch_shards.py",  # ~40 s
 )
 
 
