@@ -13,6 +13,7 @@ compare.py (stock TF-Agents SAC vs ours, one machine) is a thin entry over:
   actor_scaling   actor_scaling mode: N actor processes against one server
   shards          replay_shards mode: inserts/s and samples/s over S server processes
   shard_worker    one writer/sampler process of replay_shards mode
+  cgroups         replay_shards mode's --server_cpus: a CPU quota per server process
   time_to_return  time_to_return mode: wall time to a target eval return
   sac_launch      running `sac-launch` (also training_options.py and learning.py)
 
