@@ -15,6 +15,7 @@ sizes (ReLU MLPs), gradient steps per env step (--utd), and the target entropy
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional
 
@@ -87,16 +88,28 @@ def evaluate(model, env, episodes: int) -> tuple:
     return returns, lengths
 
 
+def torch_threads(value: str) -> int:
+    """The torch intra-op thread count from SAC_BENCH_TORCH_THREADS's text."""
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise SystemExit(f"SAC_BENCH_TORCH_THREADS must be a whole number >= 1, got {value!r}.")
+    return threads
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv, __doc__.split("\n\n")[0])
     import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
 
-    # One intra-op thread: for these small MLPs torch's thread pool only adds
+    # One intra-op thread by default: for small MLPs torch's thread pool only adds
     # synchronisation, and beside other busy processes on 2 cores it spins (measured:
     # 84 SGD steps/s with 1 thread, 2.8 with 2, InvertedPendulum 64x64, loaded machine).
-    torch.set_num_threads(1)
+    # SAC_BENCH_TORCH_THREADS gives SB3 more when it has the machine to itself.
+    torch.set_num_threads(torch_threads(os.environ.get("SAC_BENCH_TORCH_THREADS", "1")))
     hp = args.hparams
     lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
     if len(lrs) != 1:

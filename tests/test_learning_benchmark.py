@@ -60,6 +60,16 @@ def test_peers_write_the_evaluators_results_format():
     assert RESULTS_HEADER == EVALUATOR_HEADER
 
 
+def test_sb3_torch_threads_come_from_the_environment_and_bad_values_are_refused():
+    import peer_sb3  # torch is imported inside main(), so this needs no SB3 venv
+
+    assert peer_sb3.torch_threads("1") == 1
+    assert peer_sb3.torch_threads("2") == 2
+    for bad in ("0", "-1", "two", ""):
+        with pytest.raises(SystemExit, match="SAC_BENCH_TORCH_THREADS"):
+            peer_sb3.torch_threads(bad)
+
+
 def test_named_flag_sets_and_the_median_time_to_a_target():
     sets = parse_named_flags("base=; n3=--n_step=3 --seed=1;", "--sets")
     assert sets == {"base": (), "n3": ("--n_step=3", "--seed=1")}
