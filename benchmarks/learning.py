@@ -374,6 +374,29 @@ def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                     f"--env_steps ({args.env_steps}) must exceed {env_name}'s "
                     f"initial_collect_steps ({hp.initial_collect_steps}); nothing would train."
                 )
+        _check_peers_can_follow(p, args, env_name)
+
+
+# Hyperparameters the peers do not implement, with the value they would silently use.
+PEER_UNSUPPORTED = {"n_step": 1, "prioritized_replay": False}
+
+
+def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):
+    """Refuses a peer run whose preset uses what the peer would silently leave out."""
+    peers = [s for s in args.systems if s != "ours"]
+    if not peers:
+        return
+    hp = resolved_hparams(env_name, args.common_flags)
+    for name, plain in PEER_UNSUPPORTED.items():
+        value = getattr(hp, name)
+        if value != plain:
+            p.error(
+                f"{env_name}'s hyperparameters set {name}={value}, which the "
+                f"{' and '.join(peers)} peer(s) do not implement: they would train with "
+                f"{name}={plain} and the comparison would not be like for like. Pass "
+                f"--common_flags=--{name}={plain} to compare every system that way, or "
+                f"run --systems=ours."
+            )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

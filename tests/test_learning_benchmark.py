@@ -161,6 +161,11 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert short.returncode == 2
     assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short.stderr
 
+    unlike = _bench(*TINY, "--systems=ours,stock", f"{TINY[5]} --n_step=3", f"--out={out}")
+    assert unlike.returncode == 2
+    assert "set n_step=3, which the stock peer(s) do not implement" in unlike.stderr
+    assert "--common_flags=--n_step=1" in unlike.stderr
+
     bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
     assert bad.returncode == 2
     assert "batch_size must be a positive integer" in bad.stderr
