@@ -34,7 +34,13 @@ REFERENCE: Dict[str, Dict[int, float]] = {
     "HopperBulletEnv-v0": {50_000: 296, 100_000: 1145, 300_000: 1203, 1_000_000: 2603},
     "Walker2DBulletEnv-v0": {50_000: 143, 100_000: 313, 300_000: 1682, 1_000_000: 2292},
     "Pendulum-v1": {20_000: -157},
+    # The TF-Agents SAC Minitaur tutorial's curve at 100k train steps, one per env step
+    # after its 10k warm-up steps.
+    "MinitaurBulletEnv-v0": {110_000: -0.28},
 }
+REFERENCE_NAME: Dict[str, str] = {"MinitaurBulletEnv-v0": "TF-Agents tutorial"}
+# Returns printed with decimals where the whole range is a few units.
+RETURN_DIGITS: Dict[str, int] = {"MinitaurBulletEnv-v0": 2}
 # Returns whose wall time to reach we report (the time targets).
 TARGETS: Dict[str, float] = {
     "HalfCheetahBulletEnv-v0": 500.0,
@@ -256,7 +262,7 @@ def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         if reference:
-            ref = ["SB3-zoo reference", ""]
+            ref = [f"{REFERENCE_NAME.get(env_name, 'SB3-zoo')} reference", ""]
             ref += [f"{reference[m]:g}" if m in reference else "" for m in marks]
             lines.append("| " + " | ".join(ref + [""] * (len(header) - len(ref))) + " |")
         for group, g in groups.items():
@@ -273,11 +279,12 @@ def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
 
 def _row(group: str, g: dict, marks: List[int], env_name: str) -> List[str]:
     cells = [group, ",".join(str(s) for s in g["seeds"])]
+    digits = RETURN_DIGITS.get(env_name, 0)
     for m in marks:
-        cells.append(_fmt(g["marks"].get(str(m), {}).get("return")))
+        cells.append(_fmt(g["marks"].get(str(m), {}).get("return"), digits))
     last = str(max(int(m) for m in g["marks"]))
     cells += [
-        _fmt(g["final_return"]),
+        _fmt(g["final_return"], digits),
         _fmt(g["marks"][last]["seconds"]),
         _fmt(g["sgd_steps_per_s"]),
         ",".join(str(s) for s in g["unstable_seeds"]) or "none",
@@ -329,7 +336,7 @@ def plot_env(env_name: str, runs: List[Run], path: str) -> str:
             marker="x",
             color="black",
             zorder=5,
-            label="SB3-zoo (monitor log)",
+            label=REFERENCE_NAME.get(env_name, "SB3-zoo (monitor log)"),
         )
     ax.set_xlabel("Environment steps")
     ax.set_ylabel("Greedy evaluation return")

@@ -108,6 +108,19 @@ def test_holds_needs_80_percent_of_later_evals_at_900():
     assert learning_report.holds(_points((0, 10), (1, 999)), 1000, 900, 0.8) is None
 
 
+def test_minitaur_rows_keep_decimals_and_name_the_tutorial_as_reference():
+    def run(seed, final):
+        points = _points((10_000, -0.35), (60_000, -0.01), (110_000, final))
+        return learning_report.Run(
+            "MinitaurBulletEnv-v0", "ours-preset", seed, 100.0, points, 110_000
+        )
+
+    table = learning_report.markdown(learning_report.summarize([run(0, 0.354), run(1, 0.5)]))
+    assert "| TF-Agents tutorial reference |  |" in table
+    assert "| -0.28 |" in table  # the reference at 110k env steps (100k train steps)
+    assert "0.43 [0.35, 0.50]" in table  # the median and range over seeds, with decimals
+
+
 @pytest.mark.slow
 def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
     out, work = str(tmp_path / "out"), str(tmp_path / "work")
