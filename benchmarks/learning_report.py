@@ -301,33 +301,60 @@ def _row(group: str, g: dict, marks: List[int], env_name: str) -> List[str]:
     return cells
 
 
+# Up to this many groups share one panel; more get one panel each (small multiples),
+# because a dozen overlapping bands cannot be read.
+MAX_GROUPS_PER_PANEL = 3
+
+
 def plot_env(env_name: str, runs: List[Run], path: str) -> str:
-    """Median line and min-max band per group over env steps, zoo reference points."""
+    """Median line and min-max band per group over env steps, reference points."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
     groups: Dict[str, List[Run]] = {}
     for run in runs:
         groups.setdefault(run.group, []).append(run)
-    for group, group_runs in sorted(groups.items()):
-        grid = sorted({p.env_steps for r in group_runs for p in r.points})
-        rows = [[return_at(r.points, x) for r in group_runs] for x in grid]
-        xs = [x for x, row in zip(grid, rows) if all(v is not None for v in row)]
-        rows = [row for row in rows if all(v is not None for v in row)]
-        if not xs:
-            continue
-        line = ax.plot(
-            xs, [statistics.median(r) for r in rows], label=f"{group} (n={len(group_runs)})"
-        )
-        ax.fill_between(
-            xs, [min(r) for r in rows], [max(r) for r in rows], alpha=0.2, color=line[0].get_color()
-        )
+    panels = [sorted(groups)]
+    if len(groups) > MAX_GROUPS_PER_PANEL:
+        panels = [[g] for g in sorted(groups)]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    size = (8 if ncols == 1 else 4.5 * ncols, 5 if nrows == 1 else 3.2 * nrows)
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True).flat)
+    budget = max((p.env_steps for r in runs for p in r.points), default=0)
+    for ax, names in zip(axes, panels):
+        for group in names:
+            _plot_group(ax, group, groups[group])
+        _plot_reference(ax, env_name, budget)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="lower right", fontsize=7)
+    for ax in axes[len(panels) :]:  # panels left over in the last row
+        ax.set_visible(False)
+    fig.supxlabel("Environment steps")
+    fig.supylabel("Greedy evaluation return")
+    fig.suptitle(f"{env_name}: median and min-max over seeds")
+    fig.savefig(path, format="png", dpi=100)
+    return path
+
+
+def _plot_group(ax, group: str, group_runs: List[Run]) -> None:
+    grid = sorted({p.env_steps for r in group_runs for p in r.points})
+    rows = [[return_at(r.points, x) for r in group_runs] for x in grid]
+    xs = [x for x, row in zip(grid, rows) if all(v is not None for v in row)]
+    rows = [row for row in rows if all(v is not None for v in row)]
+    if not xs:
+        return
+    line = ax.plot(xs, [statistics.median(r) for r in rows], label=f"{group} (n={len(group_runs)})")
+    ax.fill_between(
+        xs, [min(r) for r in rows], [max(r) for r in rows], alpha=0.2, color=line[0].get_color()
+    )
+
+
+def _plot_reference(ax, env_name: str, budget: int) -> None:
     # Only the reference points within the runs' budget: a 1M point would squeeze
     # a 100k curve into the left tenth of the plot.
-    budget = max((p.env_steps for r in runs for p in r.points), default=0)
     reference = {x: y for x, y in REFERENCE.get(env_name, {}).items() if x <= 1.1 * budget}
     if reference:
         ax.scatter(
@@ -338,14 +365,6 @@ def plot_env(env_name: str, runs: List[Run], path: str) -> str:
             zorder=5,
             label=REFERENCE_NAME.get(env_name, "SB3-zoo (monitor log)"),
         )
-    ax.set_xlabel("Environment steps")
-    ax.set_ylabel("Greedy evaluation return")
-    ax.set_title(f"{env_name}: median and min-max over seeds")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    return path
 
 
 def write_report(out: str) -> dict:
