@@ -377,8 +377,8 @@ def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         _check_peers_can_follow(p, args, env_name)
 
 
-# Hyperparameters the peers do not implement, with the value they would silently use.
-PEER_UNSUPPORTED = {"n_step": 1, "prioritized_replay": False}
+# Hyperparameters the peers do not implement: they always train with the default.
+PEER_UNSUPPORTED = ("n_step", "prioritized_replay")
 
 
 def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):
@@ -386,9 +386,11 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
     peers = [s for s in args.systems if s != "ours"]
     if not peers:
         return
+    from sac_distributed.config import Hyperparams
+
     hp = resolved_hparams(env_name, args.common_flags)
-    for name, plain in PEER_UNSUPPORTED.items():
-        value = getattr(hp, name)
+    for name in PEER_UNSUPPORTED:
+        value, plain = getattr(hp, name), getattr(Hyperparams, name)
         if value != plain:
             p.error(
                 f"{env_name}'s hyperparameters set {name}={value}, which the "

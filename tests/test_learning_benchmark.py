@@ -24,13 +24,14 @@ from peer_common import RESULTS_HEADER  # noqa: E402
 
 from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
 
+TINY_COMMON_FLAGS = "--common_flags=--initial_collect_steps=300 --batch_size=32"
 TINY = [
     "--envs=Pendulum-v1",
     "--seeds=0",
     "--env_steps=900",
     "--eval_every=200",
     "--num_eval_episodes=1",
-    "--common_flags=--initial_collect_steps=300 --batch_size=32",
+    TINY_COMMON_FLAGS,
     "--progress_s=5",
 ]
 # One seed per system: the median/min/max over seeds are unit-tested above, so two
@@ -174,7 +175,9 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert short.returncode == 2
     assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short.stderr
 
-    unlike = _bench(*TINY, "--systems=ours,stock", f"{TINY[5]} --n_step=3", f"--out={out}")
+    unlike = _bench(
+        *TINY, "--systems=ours,stock", f"{TINY_COMMON_FLAGS} --n_step=3", f"--out={out}"
+    )
     assert unlike.returncode == 2
     assert "set n_step=3, which the stock peer(s) do not implement" in unlike.stderr
     assert "--common_flags=--n_step=1" in unlike.stderr
