@@ -13,7 +13,8 @@ Definitions (also printed under the table):
   * unstable: after some best return B (first eval F), three evals in a row
     below F + (B - F) / 2, i.e. the run lost half of what it had learned;
   * holds (InvertedPendulumBulletEnv-v0): after the first eval >= 1000, at
-    least 80% of the later evals >= 900.
+    least 80% of the later evals >= 900 (per seed: yes, NO, never reached, or
+    last-eval-only, reached only at the run's last eval, with nothing to judge).
 """
 
 from __future__ import annotations
@@ -174,14 +175,28 @@ def is_unstable(points: Sequence[Point], run_length: int = 3) -> bool:
 
 
 def holds(points: Sequence[Point], reach: float, level: float, share: float) -> Optional[bool]:
-    """None if the run never reached `reach`; else whether it stayed at `level`."""
-    index = next((i for i, p in enumerate(points) if p.average_return >= reach - 1e-6), None)
-    if index is None:
+    """Whether the run stayed at `level` after first reaching `reach`.
+
+    None when there is nothing to judge: the run never reached `reach`, or
+    reached it only at its last evaluation.
+    """
+    index = _first_reach(points, reach)
+    if index is None or index == len(points) - 1:
         return None
     later = points[index + 1 :]
-    if not later:
-        return True
     return sum(p.average_return >= level for p in later) / len(later) >= share
+
+
+def hold_status(points: Sequence[Point], reach: float, level: float, share: float) -> str:
+    """`holds` in words for the table: yes, NO, never (reached) or last-eval-only."""
+    held = holds(points, reach, level, share)
+    if held is not None:
+        return "yes" if held else "NO"
+    return "never" if _first_reach(points, reach) is None else "last-eval-only"
+
+
+def _first_reach(points: Sequence[Point], reach: float) -> Optional[int]:
+    return next((i for i, p in enumerate(points) if p.average_return >= reach - 1e-6), None)
 
 
 def _stats(values: Sequence[Optional[float]]) -> Optional[dict]:
@@ -223,7 +238,7 @@ def summarize_group(env_name: str, runs: List[Run]) -> dict:
         summary["reached_target"] = sum(t is not None for t in times)
     if env_name in HOLD:
         reach, level, share = HOLD[env_name]
-        summary["holds"] = {str(r.seed): holds(r.points, reach, level, share) for r in runs}
+        summary["holds"] = {str(r.seed): hold_status(r.points, reach, level, share) for r in runs}
     return summary
 
 
@@ -292,12 +307,7 @@ def _row(group: str, g: dict, marks: List[int], env_name: str) -> List[str]:
     if env_name in TARGETS:
         cells.append(f"{_fmt(g['seconds_to_target'])} ({g['reached_target']}/{len(g['seeds'])})")
     if env_name in HOLD:
-        cells.append(
-            " ".join(
-                f"s{s}:{'-' if v is None else ('yes' if v else 'NO')}"
-                for s, v in g["holds"].items()
-            )
-        )
+        cells.append(" ".join(f"s{s}:{v}" for s, v in g["holds"].items()))
     return cells
 
 

@@ -107,6 +107,21 @@ def test_holds_needs_80_percent_of_later_evals_at_900():
     falls = [(i, r) for i, r in enumerate([200, 1000, 260, 106, 86, 1000])]
     assert learning_report.holds(_points(*falls), 1000, 900, 0.8) is False
     assert learning_report.holds(_points((0, 10), (1, 999)), 1000, 900, 0.8) is None
+    # Reached only at the last evaluation: nothing after it to judge, so no verdict.
+    last_only = _points((0, 10), (1, 990), (2, 1000))
+    assert learning_report.holds(last_only, 1000, 900, 0.8) is None
+
+
+def test_hold_status_names_each_case_for_the_table():
+    def status(*returns):
+        return learning_report.hold_status(
+            _points(*enumerate(returns)), reach=1000, level=900, share=0.8
+        )
+
+    assert status(200, 1000, 1000, 950) == "yes"
+    assert status(200, 1000, 260, 106) == "NO"
+    assert status(10, 999) == "never"
+    assert status(10, 990, 1000) == "last-eval-only"
 
 
 def test_minitaur_rows_keep_decimals_and_name_the_tutorial_as_reference():
