@@ -39,12 +39,24 @@ SAVED_MODEL_FILE = "saved_model.pb"
 FrameSink = Callable[[np.ndarray], None]
 
 
+TERMINATED = "terminated"  # the env ended the episode (discount 0: a terminal state)
+TIME_LIMIT = "time limit"  # cut off by the time limit (discount 1: not terminal)
+
+
 @dataclasses.dataclass(frozen=True)
 class EpisodeStats:
-    """Undiscounted returns and lengths of whole episodes."""
+    """Undiscounted returns and lengths of whole episodes.
+
+    `endings` (TERMINATED or TIME_LIMIT) and `last_observations` (the
+    observation the episode ended in) say how and where each episode ended:
+    where a policy fails (a cart at the end of its rail, a walker fallen) is
+    often plainer than its return.
+    """
 
     returns: Tuple[float, ...]
     lengths: Tuple[int, ...]
+    endings: Tuple[str, ...] = ()
+    last_observations: Tuple[Tuple[float, ...], ...] = ()
 
     @property
     def num_episodes(self) -> int:
@@ -163,6 +175,8 @@ def run_episodes(
     """
     returns: List[float] = []
     lengths: List[int] = []
+    endings: List[str] = []
+    last_observations: List[Tuple[float, ...]] = []
     for _ in range(num_episodes):
         time_step = env.reset()
         state = policy.get_initial_state(batch_size=None)
@@ -179,8 +193,26 @@ def run_episodes(
                 on_frame(render_frame(env))
         returns.append(total)
         lengths.append(length)
-        logging.info("Episode %d: return %.2f, length %d", len(returns), total, length)
-    return EpisodeStats(tuple(returns), tuple(lengths))
+        endings.append(TERMINATED if float(time_step.discount) == 0.0 else TIME_LIMIT)
+        last_observations.append(_flat_floats(time_step.observation))
+        logging.info("Episode %d: %s", len(returns), describe_episode(returns[-1], length))
+    return EpisodeStats(tuple(returns), tuple(lengths), tuple(endings), tuple(last_observations))
+
+
+def describe_episode(
+    ret: float, length: int, ending: Optional[str] = None, last_observation=None
+) -> str:
+    """`return R, length L[, ENDING][; last observation [...]]` for one episode."""
+    text = f"return {ret:.2f}, length {length}"
+    if ending:
+        text += f", {ending}"
+    if last_observation is not None:
+        text += f"; last observation [{', '.join(f'{v:.3g}' for v in last_observation)}]"
+    return text
+
+
+def _flat_floats(observation) -> Tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(observation, dtype=np.float64).ravel())
 
 
 def check_video_path(path: str) -> None:

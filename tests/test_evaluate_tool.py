@@ -12,6 +12,7 @@ import numpy as np
 import proc_utils
 import pytest
 from conftest import ENV_NAME, learner_config
+from tf_agents.policies import random_py_policy
 
 from sac_distributed import inspect_policy, jobs
 from sac_distributed import specs as specs_lib
@@ -66,6 +67,9 @@ def test_greedy_saved_model_matches_numpy_policy_returns(exported):
     report = inspect_policy.evaluate(root, num_episodes=2, env_name=ENV_NAME, seed=5)
     assert report.policy_dir == os.path.join(root, "policies", "greedy_policy")
     assert report.stats.lengths == (PENDULUM_STEPS, PENDULUM_STEPS)
+    # Pendulum never terminates: its time limit ends every episode.
+    assert report.stats.endings == (inspect_policy.TIME_LIMIT,) * 2
+    assert [len(o) for o in report.stats.last_observations] == [3, 3]  # cos, sin, velocity
 
     env = specs_lib.load_env(ENV_NAME, seed=5)
     spec = env.action_spec()
@@ -75,6 +79,30 @@ def test_greedy_saved_model_matches_numpy_policy_returns(exported):
     np.testing.assert_allclose(report.stats.returns, returns, rtol=1e-3)
     again = inspect_policy.evaluate(root, num_episodes=2, env_name=ENV_NAME, seed=5)
     assert again.stats == report.stats
+
+
+def test_episodes_that_terminate_say_so_with_the_state_they_ended_in():
+    # A random policy drops InvertedPendulum's pole within a few dozen steps; the
+    # env ends the episode when the pole is more than 0.2 rad from upright.
+    env = specs_lib.load_env("InvertedPendulumBulletEnv-v0", seed=0)
+    try:
+        policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec(), seed=0)
+        stats = inspect_policy.run_episodes(env, policy, num_episodes=3)
+    finally:
+        env.close()
+    assert stats.endings == (inspect_policy.TERMINATED,) * 3
+    assert all(length < 1000 for length in stats.lengths)
+    for x, _, cos_theta, sin_theta, _ in stats.last_observations:
+        assert abs(sin_theta) > np.sin(0.2) - 1e-6 and cos_theta < np.cos(0.2) + 1e-6
+        assert -1.1 < x < 1.1  # the cart stays on its rail
+    line = inspect_policy.describe_episode(
+        stats.returns[0], stats.lengths[0], stats.endings[0], stats.last_observations[0]
+    )
+    number = r"-?[\d.e+-]+"
+    assert re.fullmatch(
+        rf"return [\d.]+, length \d+, terminated; last observation \[({number}, ){{4}}{number}\]",
+        line,
+    ), line
 
 
 def test_summary_line_statistics():
@@ -128,6 +156,10 @@ def test_binary_prints_stats_and_writes_gif(exported, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     n, mean, std, low, high, len_min, len_max = _stats(result.stdout)
     assert (n, len_min, len_max) == (2, PENDULUM_STEPS, PENDULUM_STEPS)
+    episode_lines = re.findall(
+        r"^episode (\d): return -[\d.]+, length (\d+), (.+?); ", result.stdout, re.M
+    )
+    assert episode_lines == [("1", "200", "time limit"), ("2", "200", "time limit")], result.stdout
     assert low <= mean <= high and std >= 0 and high < 0  # Pendulum rewards are <= 0
     frames_per_episode = PENDULUM_STEPS // 5 + 1
     assert f"video: {video} ({2 * frames_per_episode} frames)" in result.stdout

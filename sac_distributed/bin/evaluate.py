@@ -3,7 +3,9 @@
     sac-evaluate --policy_dir=/tmp/sac/policies/greedy_policy --env_name=Pendulum-v1 \
         --num_episodes=10 --video=/tmp/sac/pendulum.mp4
 
---policy_dir may be a SavedModel directory or a root_dir (its
+It prints one line per episode (return, length, whether the env terminated it
+or the time limit cut it off, and the observation it ended in), then the
+statistics. --policy_dir may be a SavedModel directory or a root_dir (its
 policies/greedy_policy is used). --env_name defaults to the one the learner
 recorded in root_dir/run_info.json; it is required for a policy directory
 copied away from its root_dir. --video writes .mp4 (ffmpeg) or .gif. This is an
@@ -37,8 +39,11 @@ def main() -> None:
         frame_every=FLAGS.frame_every,
     )
     print(f"policy: {report.policy_dir} on {report.env_name}")
-    for i, (ret, length) in enumerate(zip(report.stats.returns, report.stats.lengths), 1):
-        print(f"episode {i}: return {ret:.2f}, length {length}")
+    stats = report.stats
+    for i, episode in enumerate(
+        zip(stats.returns, stats.lengths, stats.endings, stats.last_observations), 1
+    ):
+        print(f"episode {i}: {inspect_policy.describe_episode(*episode)}")
     print(report.stats.summary())
     if report.video_path:
         print(f"video: {report.video_path} ({report.video_frames} frames)")
