@@ -60,6 +60,19 @@ def make_normalizer(specs: EnvSpecs, hparams: Hyperparams) -> Optional[Observati
     return ObservationNormalizer(specs.observation)
 
 
+def make_optimizer(learning_rate: float, hparams: Hyperparams) -> tf.keras.optimizers.Optimizer:
+    """Adam at `learning_rate`, decayed as hparams.learning_rate_schedule says.
+
+    The schedule reads the optimizer's own step count, which advances once
+    per train step and is saved and restored with the agent's checkpoint.
+    """
+    if hparams.learning_rate_schedule == "linear":
+        learning_rate = tf.keras.optimizers.schedules.PolynomialDecay(
+            learning_rate, decay_steps=hparams.num_iterations, end_learning_rate=0.0, power=1.0
+        )
+    return tf.keras.optimizers.Adam(learning_rate)
+
+
 def make_agent(
     specs: EnvSpecs,
     hparams: Hyperparams,
@@ -82,9 +95,9 @@ def make_agent(
         specs.action,
         actor_network=make_actor_network(specs, hparams),
         critic_network=critic,
-        actor_optimizer=tf.keras.optimizers.Adam(hparams.actor_learning_rate),
-        critic_optimizer=tf.keras.optimizers.Adam(hparams.critic_learning_rate),
-        alpha_optimizer=tf.keras.optimizers.Adam(hparams.alpha_learning_rate),
+        actor_optimizer=make_optimizer(hparams.actor_learning_rate, hparams),
+        critic_optimizer=make_optimizer(hparams.critic_learning_rate, hparams),
+        alpha_optimizer=make_optimizer(hparams.alpha_learning_rate, hparams),
         actor_policy_ctor=policy_ctor,
         target_update_tau=hparams.target_update_tau,
         target_update_period=hparams.target_update_period,

@@ -23,6 +23,9 @@ MAX_N_STEP = 100
 MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
 
+LEARNING_RATE_SCHEDULES = ("constant", "linear")
+
+
 @dataclasses.dataclass(frozen=True)
 class Hyperparams:
     """SAC hyperparameters, named as in the TF-Agents SAC Minitaur tutorial."""
@@ -76,6 +79,10 @@ class Hyperparams:
     prioritized_replay: bool = False
     priority_exponent: float = 0.6  # alpha: 0 samples uniformly, 1 fully by priority
     importance_sampling_exponent: float = 0.4  # beta: 0 no correction, 1 full (Ape-X: 0.4)
+    # How the three learning rates change over training: "constant", or "linear",
+    # from the given rate at train step 0 down to 0 at num_iterations (SB3's
+    # `lin_` schedules, used by rl-baselines3-zoo), which damps late updates.
+    learning_rate_schedule: str = "constant"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -100,6 +107,11 @@ class Hyperparams:
         )
         for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
             _require_positive_number(name, getattr(self, name))
+        _require(
+            self.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
+            f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
+            f"got {self.learning_rate_schedule!r}.",
+        )
         _require(
             0.0 < self.target_update_tau <= 1.0,
             f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",

@@ -104,6 +104,12 @@ flags.DEFINE_float(
     None,
     "Prioritized replay's beta: critic loss weights (N*P(i))**-beta, batch-max normalized (0.4).",
 )
+flags.DEFINE_enum(
+    "learning_rate_schedule",
+    None,
+    list(config_lib.LEARNING_RATE_SCHEDULES),
+    "constant, or linear: every learning rate falls linearly to 0 at --num_iterations.",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
