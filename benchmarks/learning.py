@@ -101,6 +101,8 @@ def flags_to_overrides(flags: Sequence[str]) -> Dict[str, object]:
             overrides[name] = tuple(int(v) for v in value.split(","))
         elif isinstance(default, int):
             overrides[name] = int(value)
+        elif isinstance(default, str):
+            overrides[name] = value
         else:
             overrides[name] = float(value)
     return overrides
