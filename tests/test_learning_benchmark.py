@@ -198,12 +198,12 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert "--common_flags=--n_step=1" in unlike.stderr
     decaying = _bench(
         *TINY,
-        "--systems=ours,sb3",
+        "--systems=ours,stock",  # not sb3: a fresh clone has no SB3 virtualenv
         f"{TINY_COMMON_FLAGS} --learning_rate_schedule=linear",
         f"--out={out}",
     )
     assert decaying.returncode == 2
-    assert "set learning_rate_schedule=linear, which the sb3 peer(s)" in decaying.stderr
+    assert "set learning_rate_schedule=linear, which the stock peer(s)" in decaying.stderr
     assert "--common_flags=--learning_rate_schedule=constant" in decaying.stderr
 
     bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
