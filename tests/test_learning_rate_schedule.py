@@ -24,6 +24,14 @@ def _rate(optimizer, step=None) -> float:
     return float(rate)
 
 
+def _check_decayed_over(agent, hparams, steps: int) -> None:
+    """Each optimizer took `steps` updates, the last at 1/steps of its starting rate."""
+    for name, optimizer in _optimizers(agent).items():
+        start = getattr(hparams, f"{name}_learning_rate")
+        assert int(optimizer.iterations) == steps, name
+        assert _rate(optimizer, steps - 1) == pytest.approx(start / steps, rel=1e-4), name
+
+
 def test_linear_schedule_halves_each_rate_midway_and_ends_at_zero(env_specs):
     hp = small_hparams(
         learning_rate_schedule="linear",
@@ -59,13 +67,9 @@ def test_the_real_learner_steps_the_schedule_once_per_train_step(
     loop = make_learner(config)
     result = loop.run()
     assert result.stop_reason == "num_iterations reached" and loop.step == 20
-    for name, optimizer in _optimizers(loop.learner.agent).items():
-        assert int(optimizer.iterations) == 20, name
-        # The last update (step 19 of 20) used 1/20 of the starting rate; a further
-        # one would use 0.
-        start = getattr(config.hparams, f"{name}_learning_rate")
-        assert _rate(optimizer, 19) == pytest.approx(start / 20, rel=1e-4), name
-        assert _rate(optimizer) == pytest.approx(0.0, abs=1e-12), name
+    _check_decayed_over(loop.learner.agent, config.hparams, steps=20)
+    for optimizer in _optimizers(loop.learner.agent).values():
+        assert _rate(optimizer) == pytest.approx(0.0, abs=1e-12)  # a further update: 0
 
 
 @pytest.mark.parametrize("bad", ["cosine", "", 1])
@@ -91,7 +95,4 @@ def test_a_restarted_learner_resumes_the_schedule_where_it_stopped(
     assert second.step == 20
     result = second.run()
     assert result.stop_reason == "num_iterations reached" and second.step == 40
-    for name, optimizer in _optimizers(second.learner.agent).items():
-        start = getattr(config.hparams, f"{name}_learning_rate")
-        assert int(optimizer.iterations) == 40, name
-        assert _rate(optimizer, 39) == pytest.approx(start / 40, rel=1e-4), name
+    _check_decayed_over(second.learner.agent, config.hparams, steps=40)
