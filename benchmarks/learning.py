@@ -158,6 +158,7 @@ def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[s
         f"--utd={budget.utd}",
         f"--hparams_json={json.dumps(dataclasses.asdict(hp))}",
         f"--results={os.path.join(work, RESULTS_FILE)}",
+        f"--episodes={os.path.join(work, learning_report.episodes_file(0))}",
     ]
 
 
@@ -198,6 +199,22 @@ class Running:
             return os.path.join(self.work, "root", "eval", RESULTS_FILE)
         return os.path.join(self.work, RESULTS_FILE)
 
+    def episode_files(self) -> Dict[int, str]:
+        """Each actor's training-episodes file, by actor task (a peer has one, task 0)."""
+        from sac_distributed import paths
+
+        if self.spec.system != "ours":
+            path = os.path.join(self.work, learning_report.episodes_file(0))
+            return {0: path} if os.path.exists(path) else {}
+        root = os.path.join(self.work, "root")
+        found = {}
+        task = 0
+        while os.path.isdir(paths.actor_summary_dir(root, task)):
+            if os.path.exists(paths.episodes_path(root, task)):
+                found[task] = paths.episodes_path(root, task)
+            task += 1
+        return found
+
     def env_steps_so_far(self) -> int:
         try:
             points = learning_report.read_points(self.results_path())
@@ -226,6 +243,8 @@ class Running:
         }
         if os.path.exists(self.results_path()):
             shutil.copyfile(self.results_path(), os.path.join(target, RESULTS_FILE))
+        for task, path in self.episode_files().items():
+            shutil.copyfile(path, os.path.join(target, learning_report.episodes_file(task)))
         if record["status"] != "done":
             with open(os.path.join(self.work, "output.log"), errors="replace") as f:
                 record["output_tail"] = f.read()[-4000:]

@@ -14,7 +14,10 @@ Definitions (also printed under the table):
     below F + (B - F) / 2, i.e. the run lost half of what it had learned;
   * holds (InvertedPendulumBulletEnv-v0): after the first eval >= 1000, at
     least 80% of the later evals >= 900 (per seed: yes, NO, never reached, or
-    last-eval-only, reached only at the run's last eval, with nothing to judge).
+    last-eval-only, reached only at the run's last eval, with nothing to judge);
+  * train return at a mark: the mean return of the last 10 training episodes
+    (the exploring policy's, the measure of rl-baselines3-zoo's monitor logs)
+    that ended by that many env steps, from each actor's episodes.csv.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ HOLD: Dict[str, Tuple[float, float, float]] = {
     # env: (reach, hold at or above, share of later evals)
     "InvertedPendulumBulletEnv-v0": (1000.0, 900.0, 0.8),
 }
+TRAIN_WINDOW = 10  # training episodes averaged into the training return at a mark
 MARKS = (5_000, 10_000, 20_000, 30_000, 50_000, 100_000, 200_000, 300_000, 1_000_000)
 
 
@@ -74,6 +78,9 @@ class Run:
     started: float
     points: List[Point]
     budget: int  # the sweep's env-step budget of this run
+    # Training episodes as (env steps of all actors when it ended, return), in
+    # the order they ended; empty where the run kept none (peers, older runs).
+    episodes: List[Tuple[int, float]] = dataclasses.field(default_factory=list)
 
 
 def read_points(path: str) -> List[Point]:
@@ -83,6 +90,40 @@ def read_points(path: str) -> List[Point]:
         for r in results.read_results(path)
     ]
     return sorted(points, key=lambda p: p.env_steps)
+
+
+def episodes_file(task: int) -> str:
+    """A run's copy of actor `task`'s collect/actor_<task>/episodes.csv."""
+    return f"episodes_actor{task}.csv"
+
+
+def read_training_episodes(run_dir: str) -> List[Tuple[int, float]]:
+    """(env steps of all actors together, return) at each training episode's end.
+
+    Each actor counts its own steps; merged by wall time, the total at an
+    episode's end is the sum of every actor's latest count.
+    """
+    ended = []
+    task = 0
+    while os.path.exists(os.path.join(run_dir, episodes_file(task))):
+        for e in results.read_episodes(os.path.join(run_dir, episodes_file(task))):
+            ended.append((e.wall_time, task, e.actor_env_steps, e.episode_return))
+        task += 1
+    latest: Dict[int, int] = {}
+    merged = []
+    for _, task, steps, episode_return in sorted(ended):
+        latest[task] = steps
+        merged.append((sum(latest.values()), episode_return))
+    return merged
+
+
+def train_return_at(episodes: Sequence[Tuple[int, float]], env_steps: int) -> Optional[float]:
+    """Mean return of the last TRAIN_WINDOW training episodes ended by `env_steps`.
+
+    None when no training episode had ended by then.
+    """
+    before = [r for steps, r in episodes if steps <= env_steps]
+    return statistics.fmean(before[-TRAIN_WINDOW:]) if before else None
 
 
 def load_runs(out: str) -> List[Run]:
@@ -114,7 +155,8 @@ def _load_run(env_name: str, group: str, path: str) -> Optional[Run]:
     if not points:
         return None
     budget = int(record.get("env_steps_budget", points[-1].env_steps))
-    return Run(env_name, group, seed, float(record["started"]), points, budget)
+    episodes = read_training_episodes(path)
+    return Run(env_name, group, seed, float(record["started"]), points, budget, episodes)
 
 
 def return_at(points: Sequence[Point], env_steps: int) -> Optional[float]:
@@ -221,6 +263,9 @@ def summarize_group(env_name: str, runs: List[Run]) -> dict:
         "marks": {
             str(m): {
                 "return": _stats([return_at(r.points, m) for r in runs]),
+                "train_return": _stats(
+                    [train_return_at(r.episodes, m) for r in runs if r.episodes]
+                ),
                 "seconds": _stats([seconds_to_steps(r, m) for r in runs]),
             }
             for m in marks
@@ -269,7 +314,7 @@ def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
         reference = REFERENCE.get(env_name, {})
         header = ["system-variant", "seeds"]
         header += [f"return @{m / 1000:g}k" for m in marks]
-        header += ["final", "s to last mark", "SGD/s", "unstable"]
+        header += ["final", f"train @{marks[-1] / 1000:g}k", "s to last mark", "SGD/s", "unstable"]
         if env_name in TARGETS:
             header.append(f"s to {TARGETS[env_name]:g}")
         if env_name in HOLD:
@@ -285,9 +330,11 @@ def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
         lines.append("")
     lines.append(
         "Cells: median [min, max] over seeds. Returns: greedy evaluation, interpolated at "
-        "the mark. Seconds: wall time from the run's start to the first eval at or past the "
-        "mark (or the target return). Unstable: seeds that lost half of their gain over the "
-        "first eval for 3 evals in a row."
+        "the mark. Train: mean return of the last 10 training episodes (the exploring "
+        "policy, as in rl-baselines3-zoo's monitor logs) ended by the last mark; – for runs "
+        "from before the benchmark kept training episodes. Seconds: wall time from the run's "
+        "start to the first eval at or past the mark (or the target return). Unstable: seeds "
+        "that lost half of their gain over the first eval for 3 evals in a row."
     )
     return "\n".join(lines) + "\n"
 
@@ -300,6 +347,7 @@ def _row(group: str, g: dict, marks: List[int], env_name: str) -> List[str]:
     last = str(max(int(m) for m in g["marks"]))
     cells += [
         _fmt(g["final_return"], digits),
+        _fmt(g["marks"].get(str(marks[-1]), {}).get("train_return"), digits),
         _fmt(g["marks"][last]["seconds"]),
         _fmt(g["sgd_steps_per_s"]),
         ",".join(str(s) for s in g["unstable_seeds"]) or "none",

@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Optional
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sac_distributed.paths import RESULTS_HEADER  # noqa: E402
-from sac_distributed.results import EvalPoint, append_result  # noqa: E402
+from sac_distributed.results import EpisodeLog, EvalPoint, append_result  # noqa: E402
 
-__all__ = ["RESULTS_HEADER", "ResultsWriter", "hparam", "parse_args"]
+__all__ = ["RESULTS_HEADER", "ResultsWriter", "episode_log", "hparam", "parse_args"]
 
 
 def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespace:
@@ -37,6 +37,11 @@ def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespac
     p.add_argument("--utd", type=float, default=1.0, help="SGD steps per env step after warm-up")
     p.add_argument("--hparams_json", required=True, help="the resolved Hyperparams as JSON")
     p.add_argument("--results", required=True, help="results.csv to append rows to")
+    p.add_argument(
+        "--episodes",
+        default=None,
+        help="episodes.csv to log each training episode to (the actors' format); unset: none",
+    )
     args = p.parse_args(argv)
     args.hparams = json.loads(args.hparams_json)
     if args.env_steps <= args.hparams["initial_collect_steps"]:
@@ -69,6 +74,11 @@ class ResultsWriter:
             f"eval env_steps={env_steps} train_step={train_step} return={point.average_return:.3f}",
             flush=True,
         )
+
+
+def episode_log(args: argparse.Namespace) -> Optional[EpisodeLog]:
+    """The training-episodes log --episodes names, or None without it."""
+    return EpisodeLog(args.episodes) if args.episodes else None
 
 
 def hparam(hparams: Dict[str, Any], name: str) -> Any:

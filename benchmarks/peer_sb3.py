@@ -20,7 +20,7 @@ import sys
 from typing import List, Optional
 
 import numpy as np
-from peer_common import ResultsWriter, hparam, parse_args
+from peer_common import ResultsWriter, episode_log, hparam, parse_args
 
 
 def make_env(env_name: str, seed: int):
@@ -141,11 +141,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         verbose=0,
     )
     writer = ResultsWriter(args.results)
+    episodes = episode_log(args)
     start = hparam(hp, "initial_collect_steps")
 
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:
             steps = self.num_timesteps
+            for info in self.locals.get("infos", ()):  # SB3's Monitor marks an episode's end
+                if episodes is not None and "episode" in info:
+                    episodes.append(steps, float(info["episode"]["r"]), int(info["episode"]["l"]))
             if steps >= start and (steps - start) % args.eval_every == 0:
                 returns, lengths = evaluate(self.model, eval_env, args.num_eval_episodes)
                 writer.add(self.model._n_updates, steps, returns, lengths)  # noqa: SLF001

@@ -22,17 +22,49 @@ from typing import List, Optional
 
 import tensorflow as tf
 from bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
-from peer_common import ResultsWriter, parse_args
+from peer_common import ResultsWriter, episode_log, parse_args
+from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import specs as specs_lib
+
+
+class LogsEpisodes(wrappers.PyEnvironmentBaseWrapper):
+    """Logs each episode the wrapped env finishes to an EpisodeLog (if any).
+
+    Counts env transitions only: a step that the env answers with a FIRST time
+    step is its auto-reset after a LAST one (the driver counts that as a step),
+    and an explicit reset (a new driver's first call) starts the episode over.
+    """
+
+    def __init__(self, env, log):
+        super().__init__(env)
+        self._log = log
+        self._steps = self._length = 0
+        self._return = 0.0
+
+    def _reset(self):
+        self._length, self._return = 0, 0.0
+        return self._env.reset()
+
+    def _step(self, action):
+        time_step = self._env.step(action)
+        if time_step.is_first():
+            self._length, self._return = 0, 0.0
+            return time_step
+        self._steps += 1
+        self._length += 1
+        self._return += float(time_step.reward)
+        if time_step.is_last() and self._log is not None:
+            self._log.append(self._steps, self._return, self._length)
+        return time_step
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv, __doc__.split("\n\n")[0])
     hp = config_lib.Hyperparams(**args.hparams)
     tf.random.set_seed(args.seed)
-    collect_env = specs_lib.load_env(args.env_name, args.seed)
+    collect_env = LogsEpisodes(specs_lib.load_env(args.env_name, args.seed), episode_log(args))
     eval_env = specs_lib.load_env(args.env_name, args.seed + EVAL_SEED_OFFSET)
     loop = make_stock_tutorial_loop(collect_env, args.env_name, hp, args.seed)
     evaluate = make_stock_evaluator(eval_env, loop.agent, loop.train_step, args.num_eval_episodes)

@@ -30,6 +30,7 @@ from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection, ShardLostError
 from sac_distributed.nstep import NStepAccumulator
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.results import EpisodeLog
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
 
@@ -73,8 +74,10 @@ class ActorLoop:
         connection: Connection,
         metrics: Metrics,
         should_stop: Callable[[], bool],
+        episode_log: Optional[EpisodeLog] = None,
     ):
         self._config = config
+        self._episode_log = episode_log
         self._envs = envs
         self._connection = connection
         self._home = config.task % connection.num_shards
@@ -397,6 +400,10 @@ class ActorLoop:
         self._returns.append(float(episode_return[i]))
         self._lengths.append(int(episode_length[i]))
         self.stats.episodes += 1
+        if self._episode_log is not None:
+            self._episode_log.append(
+                self.stats.env_steps, float(episode_return[i]), int(episode_length[i])
+            )
         episode_return[i] = 0.0
         episode_length[i] = 0
         self._metrics.scalars(

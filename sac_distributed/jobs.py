@@ -23,6 +23,7 @@ from sac_distributed.connection import Connection
 from sac_distributed.errors import ConfigError
 from sac_distributed.evaluation import EvalLoop, EvalResult
 from sac_distributed.learner_loop import LearnerLoop, LearnerResult
+from sac_distributed.results import EpisodeLog
 from sac_distributed.runtime import Metrics, write_json
 from sac_distributed.server import ServerLoop, ShardLock, make_server
 
@@ -89,9 +90,11 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     connection = _connect(config.client, should_stop, who)
     _check_server_tables(connection, specs, config.hparams, who)
     metrics = Metrics(paths.actor_summary_dir(config.root_dir, config.task))
+    episode_log = EpisodeLog(paths.episodes_path(config.root_dir, config.task))
     try:
-        return ActorLoop(config, envs, connection, metrics, should_stop).run()
+        return ActorLoop(config, envs, connection, metrics, should_stop, episode_log).run()
     finally:
+        episode_log.close()
         metrics.close()
         for env in envs:
             env.close()

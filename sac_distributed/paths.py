@@ -17,6 +17,7 @@ without importing TensorFlow, the learner or the evaluator.
       eval/                           evaluator summaries
       eval/results.csv                one row per evaluation (RESULTS_HEADER)
       collect/actor_<task>/           actor summaries
+      collect/actor_<task>/episodes.csv  one row per training episode (EPISODES_HEADER)
       server/                         Reverb server summaries
       server_shard<i>/                summaries of replay shard i > 0
       replay_checkpoints/<time>/      Reverb checkpoints (.writing/, .unreadable/)
@@ -54,6 +55,8 @@ RESULTS_HEADER = (
 # --- actors and server -------------------------------------------------------
 COLLECT_DIR = "collect"
 ACTOR_DIR_PREFIX = "actor_"  # collect/actor_<task>
+EPISODES_FILE = "episodes.csv"  # collect/actor_<task>/episodes.csv
+EPISODES_HEADER = ("wall_time", "actor_env_steps", "episode_return", "episode_length")
 SERVER_SUMMARY_DIR = "server"
 REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 REPLAY_WRITING_DIR = ".writing"  # the replay checkpoint being written
@@ -111,6 +114,11 @@ def collect_dir(root_dir: str) -> str:
 
 def actor_summary_dir(root_dir: str, task: int) -> str:
     return os.path.join(root_dir, COLLECT_DIR, f"{ACTOR_DIR_PREFIX}{task}")
+
+
+def episodes_path(root_dir: str, task: int) -> str:
+    """Where actor `task` logs each finished training episode."""
+    return os.path.join(actor_summary_dir(root_dir, task), EPISODES_FILE)
 
 
 def _sharded(name: str, shard: int) -> str:

@@ -1,11 +1,20 @@
-"""The evaluation results file, root_dir/eval/results.csv: its one writer and one reader.
+"""The run's two CSV files of returns: each one's one writer and one reader.
 
-Each greedy evaluation appends one row (`paths.RESULTS_HEADER`: train_step,
-env_steps, average_return, average_episode_length, wall_time). The evaluator
-and the benchmark peers write it through `append_result`; sac-plot, sac-launch's
-closing summary and the benchmarks read it through `read_results`, so a file
-written by any of them reads the same everywhere. Standard library only: the
-SB3 benchmark peer imports it from a virtualenv without TensorFlow.
+root_dir/eval/results.csv: each greedy evaluation appends one row
+(`paths.RESULTS_HEADER`: train_step, env_steps, average_return,
+average_episode_length, wall_time). The evaluator and the benchmark peers
+write it through `append_result`; sac-plot, sac-launch's closing summary and
+the benchmarks read it through `read_results`, so a file written by any of
+them reads the same everywhere.
+
+root_dir/collect/actor_<task>/episodes.csv: each training episode an actor
+finishes appends one row (`paths.EPISODES_HEADER`: wall_time,
+actor_env_steps, episode_return, episode_length), as SB3's Monitor does. These
+are the returns of the exploring policy, the ones rl-baselines3-zoo publishes.
+`EpisodeLog` writes it and `read_episodes` reads it.
+
+Standard library only: the SB3 benchmark peer imports it from a virtualenv
+without TensorFlow.
 """
 
 from __future__ import annotations
@@ -13,10 +22,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import time
 from typing import List, Optional, Sequence
 
 from sac_distributed.errors import ConfigError
-from sac_distributed.paths import EVAL_DIR, RESULTS_FILE, RESULTS_HEADER
+from sac_distributed.paths import (
+    EPISODES_FILE,
+    EPISODES_HEADER,
+    EVAL_DIR,
+    RESULTS_FILE,
+    RESULTS_HEADER,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +124,106 @@ def _parse(path: str, line: int, row: Sequence[str]) -> EvalPoint:
         return EvalPoint(int(step), int(env_steps), float(ret), float(length), float(wall))
     except ValueError as e:
         raise ConfigError(f"{path}, line {line}: malformed row {row!r} ({e}).") from e
+
+
+# --- training episodes: collect/actor_<task>/episodes.csv ------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """One row of episodes.csv: a training episode an actor finished."""
+
+    wall_time: float  # seconds since the epoch when the episode ended
+    actor_env_steps: int  # env steps this actor had taken when it ended
+    episode_return: float
+    episode_length: int
+
+    def to_row(self) -> List[str]:
+        return [
+            f"{self.wall_time:.1f}",
+            str(int(self.actor_env_steps)),
+            f"{self.episode_return:.3f}",
+            str(int(self.episode_length)),
+        ]
+
+
+_HEADER_LINE = ",".join(EPISODES_HEADER) + "\n"
+
+
+class EpisodeLog:
+    """Appends an actor's finished training episodes to its episodes.csv.
+
+    A restarted actor appends to the same file and goes on counting env steps
+    from its last logged episode (the steps of the episode cut off by the
+    restart are not counted). A row cut short by a kill is dropped on opening.
+    Raises ConfigError when the file starts with another header.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        existing = read_episodes(path) if _has_content(path) else []  # refuses a foreign file
+        _drop_torn_last_row(path)
+        self.steps_before = existing[-1].actor_env_steps if existing else 0
+        self._file = open(path, "a", newline="")
+        self._writer = csv.writer(self._file, lineterminator="\n")
+        if not _has_content(path):
+            self._writer.writerow(EPISODES_HEADER)
+
+    def append(self, actor_env_steps: int, episode_return: float, episode_length: int) -> None:
+        """Logs an episode that ended after `actor_env_steps` steps of this actor's life."""
+        episode = Episode(
+            time.time(), self.steps_before + actor_env_steps, episode_return, episode_length
+        )
+        self._writer.writerow(episode.to_row())
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_episodes(path: str) -> List[Episode]:
+    """The rows of an episodes.csv in file order; a half-written last row is left out.
+
+    Raises ConfigError when the file is missing, has another header, or holds
+    a malformed row before its last.
+    """
+    if not os.path.isfile(path):
+        raise ConfigError(
+            f"No training episodes file at {path!r}. Each actor writes "
+            f"root_dir/collect/actor_<task>/{EPISODES_FILE} when its first episode ends."
+        )
+    with open(path, newline="") as f:
+        text = f.read()
+    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    if not complete and _HEADER_LINE.startswith(text):
+        return []  # the header itself was cut short
+    rows = list(csv.reader(complete.splitlines()))
+    if tuple(rows[0] if rows else ()) != EPISODES_HEADER:
+        raise ConfigError(
+            f"{path} does not start with the header {','.join(EPISODES_HEADER)}; "
+            "it is not an actor's training episodes file. Move it away or use a new root_dir."
+        )
+    return [_parse_episode(path, n, row) for n, row in enumerate(rows[1:], start=2) if row]
+
+
+def _parse_episode(path: str, line: int, row: Sequence[str]) -> Episode:
+    try:
+        wall, steps, ret, length = row
+        return Episode(float(wall), int(steps), float(ret), int(length))
+    except ValueError as e:
+        raise ConfigError(f"{path}, line {line}: malformed row {row!r} ({e}).") from e
+
+
+def _has_content(path: str) -> bool:
+    return os.path.exists(path) and os.path.getsize(path) > 0
+
+
+def _drop_torn_last_row(path: str) -> None:
+    """Cuts a file back to its last newline: what follows is a row a kill cut short."""
+    if not _has_content(path):
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -89,6 +90,26 @@ def test_return_at_interpolates_and_tolerates_a_short_last_eval():
     assert learning_report.return_at(points, 4000) is None
 
 
+def test_training_returns_merge_actors_by_time_and_average_the_last_ten(tmp_path):
+    from sac_distributed.results import EpisodeLog
+
+    for task, rows in {0: [(100, 1.0), (300, 3.0)], 1: [(150, 2.0)]}.items():
+        log = EpisodeLog(str(tmp_path / learning_report.episodes_file(task)))
+        for steps, episode_return in rows:
+            log.append(steps, episode_return, 100)
+            time.sleep(0.11)  # wall times one decimal apart: actor 0, 1, then 0 again
+        log.close()
+    episodes = learning_report.read_training_episodes(str(tmp_path))
+    # Actor 0 logs at t, t+0.11; actor 1 at t+0.22: ordered by wall time,
+    # the totals are each actor's latest count summed.
+    assert episodes == [(100, 1.0), (300, 3.0), (450, 2.0)]
+
+    assert learning_report.train_return_at(episodes, 99) is None
+    assert learning_report.train_return_at(episodes, 300) == pytest.approx(2.0)
+    many = [(10 * (i + 1), float(i)) for i in range(30)]
+    assert learning_report.train_return_at(many, 300) == pytest.approx(24.5)  # episodes 20-29
+
+
 def test_instability_is_three_evals_below_half_the_gain():
     rises = [(i * 1000, r) for i, r in enumerate([0, 400, 800, 700, 600, 900])]
     assert not learning_report.is_unstable(_points(*rises))
@@ -154,6 +175,14 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
             points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
             assert len(points) >= 2, f"{group} seed {seed}: {points}"
             assert points[-1].env_steps >= 0.95 * 900, f"{group} seed {seed}: {points[-1]}"
+            episodes = learning_report.read_training_episodes(run_dir)
+            ends = [steps for steps, _ in episodes]
+            assert len(episodes) >= 3 and ends == sorted(ends), f"{group}: {episodes}"
+            assert all(-2000 < r < 0 for _, r in episodes), episodes
+            if group == "ours-preset":  # Pendulum's episodes are 200 steps
+                assert ends[:4] == [200, 400, 600, 800], episodes
+            # (The stock loop's collect driver resets the env after the warm-up,
+            # so its second episode ends later.)
     assert not os.path.exists(os.path.join(work, "Pendulum-v1", "ours-preset", "seed0")), (
         "a finished run's scratch directory (checkpoints, replay) is deleted"
     )
@@ -165,12 +194,13 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
         assert group["seeds"] == [0]
         final = group["marks"]["900"]["return"]
         assert final["n"] == 1 and final["min"] == final["median"] == final["max"]
+        assert group["marks"]["900"]["train_return"]["n"] == 1
         assert group["sgd_steps_per_s"]["median"] > 0
         assert group["marks"]["900"]["seconds"]["median"] > 0
         assert group["reached_target"] in (0, 1)
     table = open(os.path.join(out, "summary.md")).read()
     assert "| ours-preset | 0 |" in table and "| stock-preset | 0 |" in table
-    assert "return @0.9k" in table and "s to -200" in table
+    assert "return @0.9k" in table and "s to -200" in table and "train @0.9k" in table
     with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
