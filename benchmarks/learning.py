@@ -199,21 +199,14 @@ class Running:
             return os.path.join(self.work, "root", "eval", RESULTS_FILE)
         return os.path.join(self.work, RESULTS_FILE)
 
-    def episode_files(self) -> Dict[int, str]:
-        """Each actor's training-episodes file, by actor task (a peer has one, task 0)."""
+    def episode_files(self) -> List[str]:
+        """Each actor's training-episodes file, in task order (a peer has one)."""
         from sac_distributed import paths
 
         if self.spec.system != "ours":
             path = os.path.join(self.work, learning_report.episodes_file(0))
-            return {0: path} if os.path.exists(path) else {}
-        root = os.path.join(self.work, "root")
-        found = {}
-        task = 0
-        while os.path.isdir(paths.actor_summary_dir(root, task)):
-            if os.path.exists(paths.episodes_path(root, task)):
-                found[task] = paths.episodes_path(root, task)
-            task += 1
-        return found
+            return [path] if os.path.exists(path) else []
+        return paths.actor_episode_files(os.path.join(self.work, "root"))
 
     def env_steps_so_far(self) -> int:
         try:
@@ -243,7 +236,7 @@ class Running:
         }
         if os.path.exists(self.results_path()):
             shutil.copyfile(self.results_path(), os.path.join(target, RESULTS_FILE))
-        for task, path in self.episode_files().items():
+        for task, path in enumerate(self.episode_files()):
             shutil.copyfile(path, os.path.join(target, learning_report.episodes_file(task)))
         if record["status"] != "done":
             with open(os.path.join(self.work, "output.log"), errors="replace") as f:

@@ -98,23 +98,11 @@ def episodes_file(task: int) -> str:
 
 
 def read_training_episodes(run_dir: str) -> List[Tuple[int, float]]:
-    """(env steps of all actors together, return) at each training episode's end.
-
-    Each actor counts its own steps; merged by wall time, the total at an
-    episode's end is the sum of every actor's latest count.
-    """
-    ended = []
-    task = 0
-    while os.path.exists(os.path.join(run_dir, episodes_file(task))):
-        for e in results.read_episodes(os.path.join(run_dir, episodes_file(task))):
-            ended.append((e.wall_time, task, e.actor_env_steps, e.episode_return))
-        task += 1
-    latest: Dict[int, int] = {}
-    merged = []
-    for _, task, steps, episode_return in sorted(ended):
-        latest[task] = steps
-        merged.append((sum(latest.values()), episode_return))
-    return merged
+    """(env steps of all actors together, return) at each of a run's training episodes."""
+    files = []
+    while os.path.exists(os.path.join(run_dir, episodes_file(len(files)))):
+        files.append(os.path.join(run_dir, episodes_file(len(files))))
+    return results.merge_actor_episodes(files)
 
 
 def train_return_at(episodes: Sequence[Tuple[int, float]], env_steps: int) -> Optional[float]:

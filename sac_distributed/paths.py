@@ -31,6 +31,7 @@ A new file in the run directory gets its name here, next to its neighbours.
 from __future__ import annotations
 
 import os
+from typing import List
 
 # --- the learner ---------------------------------------------------------------
 RUN_INFO_FILE = "run_info.json"  # env_name + hparams; sac-evaluate reads the env from it
@@ -119,6 +120,18 @@ def actor_summary_dir(root_dir: str, task: int) -> str:
 def episodes_path(root_dir: str, task: int) -> str:
     """Where actor `task` logs each finished training episode."""
     return os.path.join(actor_summary_dir(root_dir, task), EPISODES_FILE)
+
+
+def actor_episode_files(root_dir: str) -> List[str]:
+    """Every actor's episodes.csv under `root_dir`, in task order."""
+    found = []
+    collect = os.path.join(root_dir, COLLECT_DIR)
+    for name in os.listdir(collect) if os.path.isdir(collect) else ():
+        task = name[len(ACTOR_DIR_PREFIX) :]
+        if name.startswith(ACTOR_DIR_PREFIX) and task.isdigit():
+            if os.path.exists(episodes_path(root_dir, int(task))):
+                found.append((int(task), episodes_path(root_dir, int(task))))
+    return [path for _, path in sorted(found)]
 
 
 def _sharded(name: str, shard: int) -> str:

@@ -1,4 +1,5 @@
-"""Learning curves from the evaluator's results file (root_dir/eval/results.csv).
+"""Learning curves from the evaluator's results file (root_dir/eval/results.csv),
+with the actors' training episodes (collect/actor_<task>/episodes.csv) beside them.
 
 Plots are drawn on a matplotlib `Figure` with the Agg canvas, never through
 pyplot, so they work without a display, in threads, and inside notebooks
@@ -8,17 +9,30 @@ without touching the notebook's own matplotlib backend.
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Sequence, Tuple
 
 from sac_distributed import paths
 from sac_distributed.errors import ConfigError
 
 # The file's one reader lives with its writer; re-exported for sac-plot's callers.
-from sac_distributed.results import EvalPoint, read_results
+from sac_distributed.results import EvalPoint, merge_actor_episodes, read_results
 
-__all__ = ["EvalPoint", "X_AXES", "plot_learning_curve", "read_results", "results_path"]
+__all__ = [
+    "EvalPoint",
+    "X_AXES",
+    "plot_learning_curve",
+    "read_results",
+    "results_path",
+    "training_episodes",
+]
 
 X_AXES = ("train_step", "env_steps")
+TRAIN_WINDOW = 10  # training episodes in the plotted running mean
+
+
+def training_episodes(root_dir: str) -> List[Tuple[int, float]]:
+    """(env steps of all actors, return) of every training episode the actors logged."""
+    return merge_actor_episodes(paths.actor_episode_files(root_dir))
 
 
 def results_path(root_dir: str) -> str:
@@ -31,11 +45,14 @@ def plot_learning_curve(
     output_path: str,
     x: str = "env_steps",
     title: Optional[str] = None,
+    episodes: Sequence[Tuple[int, float]] = (),
 ) -> str:
     """Writes a PNG: average return (top) and episode length (bottom) against `x`.
 
     `x` is "env_steps" (default: how runs with other actor counts or update
-    ratios compare) or "train_step". Returns `output_path`.
+    ratios compare) or "train_step". With `episodes` ((env steps, return) of
+    training episodes) and x="env_steps", the top panel also shows each
+    training episode and their running mean. Returns `output_path`.
     """
     if x not in X_AXES:
         raise ConfigError(f"x must be one of {X_AXES}, got {x!r}.")
@@ -51,7 +68,13 @@ def plot_learning_curve(
     fig = Figure(figsize=(8, 6), dpi=100)
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    top.plot(xs, [p.average_return for p in points], marker="o", color="tab:blue")
+    if episodes and x == "env_steps":
+        _plot_training_episodes(top, episodes)
+    top.plot(
+        xs, [p.average_return for p in points], marker="o", color="tab:blue", label="greedy eval"
+    )
+    if episodes and x == "env_steps":
+        top.legend(loc="lower right", fontsize="small")
     top.set_ylabel("Average return")
     top.grid(True, alpha=0.3)
     top.set_title(title or f"Evaluation ({len(points)} points)")
@@ -63,3 +86,14 @@ def plot_learning_curve(
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     fig.savefig(output_path, format="png")
     return output_path
+
+
+def _plot_training_episodes(ax, episodes: Sequence[Tuple[int, float]]) -> None:
+    steps = [e[0] for e in episodes]
+    returns = [e[1] for e in episodes]
+    ax.scatter(steps, returns, s=4, color="tab:green", alpha=0.3, label="training episode")
+    means = [
+        sum(returns[max(0, i - TRAIN_WINDOW + 1) : i + 1]) / min(i + 1, TRAIN_WINDOW)
+        for i in range(len(returns))
+    ]
+    ax.plot(steps, means, color="tab:green", label=f"training, mean of {TRAIN_WINDOW}")

@@ -23,7 +23,7 @@ import csv
 import dataclasses
 import os
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from sac_distributed.errors import ConfigError
 from sac_distributed.paths import (
@@ -205,6 +205,24 @@ def read_episodes(path: str) -> List[Episode]:
             "it is not an actor's training episodes file. Move it away or use a new root_dir."
         )
     return [_parse_episode(path, n, row) for n, row in enumerate(rows[1:], start=2) if row]
+
+
+def merge_actor_episodes(paths_by_task: Sequence[str]) -> List[Tuple[int, float]]:
+    """(env steps of all actors together, return) at each training episode's end.
+
+    Each actor counts its own steps; merged by wall time, the total at an
+    episode's end is the sum of every actor's latest count.
+    """
+    ended = []
+    for task, path in enumerate(paths_by_task):
+        for e in read_episodes(path):
+            ended.append((e.wall_time, task, e.actor_env_steps, e.episode_return))
+    latest = {}
+    merged = []
+    for _, task, steps, episode_return in sorted(ended):
+        latest[task] = steps
+        merged.append((sum(latest.values()), episode_return))
+    return merged
 
 
 def _parse_episode(path: str, line: int, row: Sequence[str]) -> Episode:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from sac_distributed import launch, plotting
+from sac_distributed import launch, paths, plotting
 from sac_distributed.errors import ConfigError
 from sac_distributed.paths import RESULTS_HEADER
-from sac_distributed.results import EvalPoint, append_result
+from sac_distributed.results import EpisodeLog, EvalPoint, append_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -22,6 +22,22 @@ def _write_results(root: str, n: int = 9) -> str:
     for i in range(n):
         append_result(path, EvalPoint(i * 1000, i * 1200, -1500.0 + 160 * i, 200.0, 1.7e9 + 10 * i))
     return path
+
+
+def _write_episodes(root: str, task: int, n: int, start_return: float) -> None:
+    """An actor-style episodes.csv: n Pendulum episodes of 200 steps."""
+    log = EpisodeLog(paths.episodes_path(root, task))
+    for i in range(n):
+        log.append(200 * (i + 1), start_return + 50.0 * i, 200)
+    log.close()
+
+
+def _green_pixels(path: str) -> int:
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)[..., :3]
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    return int(((g > r + 0.15) & (g > b + 0.15)).sum())
 
 
 def _png_size(path: str) -> tuple:
@@ -103,6 +119,28 @@ def test_results_file_format_is_the_evaluators(tmp_path):
         append_result(str(other), EvalPoint(0, 0, 0.0, 0.0, 0.0))
 
 
+def test_training_episodes_of_every_actor_are_drawn_on_the_env_steps_axis(tmp_path):
+    root = str(tmp_path)
+    points = plotting.read_results(_write_results(root))
+    assert plotting.training_episodes(root) == []
+    _write_episodes(root, 0, 20, -1500.0)
+    _write_episodes(root, 2, 5, -1400.0)  # actor 1 has not finished an episode yet
+    episodes = plotting.training_episodes(root)
+    assert len(episodes) == 25
+    assert episodes[-1][0] == 200 * 20 + 200 * 5  # both actors' steps, summed
+    assert [steps for steps, _ in episodes] == sorted(steps for steps, _ in episodes)
+
+    plain = plotting.plot_learning_curve(points, str(tmp_path / "plain.png"))
+    with_train = plotting.plot_learning_curve(
+        points, str(tmp_path / "train.png"), episodes=episodes
+    )
+    on_train_steps = plotting.plot_learning_curve(
+        points, str(tmp_path / "steps.png"), x="train_step", episodes=episodes
+    )
+    assert _green_pixels(plain) == 0 and _green_pixels(on_train_steps) == 0
+    assert _green_pixels(with_train) > 200  # the training points and their running mean
+
+
 @pytest.mark.slow
 def test_binary_plots_root_dir_results(tmp_path):
     root = str(tmp_path)
@@ -117,6 +155,17 @@ def test_binary_plots_root_dir_results(tmp_path):
     out = os.path.join(root, "eval", "learning_curve.png")
     assert f"{out}: 9 evaluations, last at train_step 8000: average return -220.00" in result.stdout
     assert _png_size(out) == (800, 600)
+    assert "training episodes" not in result.stdout  # the actors logged none
+    _write_episodes(root, 0, 30, -1500.0)
+    result = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={root}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "with 30 training episodes from the actors' episodes.csv" in result.stdout
+    assert _green_pixels(out) > 200
     missing = subprocess.run(
         [sys.executable, "-m", "sac_distributed.bin.plot", f"--root_dir={tmp_path / 'none'}"],
         capture_output=True,

@@ -5,7 +5,9 @@
 
 Plots average return (and episode length) per evaluation against the train
 step or (the default) the environment steps collected so far, the axis on which
-runs with other actor counts, update ratios or libraries compare.
+runs with other actor counts, update ratios or libraries compare. Given
+--root_dir, it also draws the actors' training episodes
+(collect/actor_<task>/episodes.csv) on the env-steps axis.
 """
 
 import os
@@ -25,15 +27,19 @@ FLAGS = flags.FLAGS
 
 
 def main() -> None:
-    results = FLAGS.results or plotting.results_path(_common.root_dir())
+    root_dir = None if FLAGS.results else _common.root_dir()
+    results = FLAGS.results or plotting.results_path(root_dir)
     output = FLAGS.output or os.path.join(os.path.dirname(results), "learning_curve.png")
     points = plotting.read_results(results)
-    plotting.plot_learning_curve(points, output, x=FLAGS.x, title=FLAGS.title)
+    episodes = plotting.training_episodes(root_dir) if root_dir else []
+    plotting.plot_learning_curve(points, output, x=FLAGS.x, title=FLAGS.title, episodes=episodes)
     last = points[-1]
     print(
         f"{output}: {len(points)} evaluations, last at train_step {last.train_step}: "
         f"average return {last.average_return:.2f}"
     )
+    if episodes and FLAGS.x == "env_steps":
+        print(f"  with {len(episodes)} training episodes from the actors' episodes.csv")
 
 
 def run() -> None:
