@@ -58,7 +58,6 @@ HOLD: Dict[str, Tuple[float, float, float]] = {
     # env: (reach, hold at or above, share of later evals)
     "InvertedPendulumBulletEnv-v0": (1000.0, 900.0, 0.8),
 }
-TRAIN_WINDOW = 10  # training episodes averaged into the training return at a mark
 MARKS = (5_000, 10_000, 20_000, 30_000, 50_000, 100_000, 200_000, 300_000, 1_000_000)
 
 
@@ -106,12 +105,12 @@ def read_training_episodes(run_dir: str) -> List[Tuple[int, float]]:
 
 
 def train_return_at(episodes: Sequence[Tuple[int, float]], env_steps: int) -> Optional[float]:
-    """Mean return of the last TRAIN_WINDOW training episodes ended by `env_steps`.
+    """Mean return of the last TRAINING_RETURN_WINDOW training episodes ended by `env_steps`.
 
     None when no training episode had ended by then.
     """
     before = [r for steps, r in episodes if steps <= env_steps]
-    return statistics.fmean(before[-TRAIN_WINDOW:]) if before else None
+    return statistics.fmean(before[-results.TRAINING_RETURN_WINDOW :]) if before else None
 
 
 def load_runs(out: str) -> List[Run]:

@@ -30,11 +30,10 @@ from sac_distributed.config import ActorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection, ShardLostError
 from sac_distributed.nstep import NStepAccumulator
 from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
-from sac_distributed.results import EpisodeLog
+from sac_distributed.results import TRAINING_RETURN_WINDOW, EpisodeLog
 from sac_distributed.runtime import Metrics
 from sac_distributed.variables import VariableContainer
 
-_RETURN_WINDOW = 10  # episodes averaged in actor/AverageReturn
 _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
 _SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary
 _DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
@@ -106,8 +105,8 @@ class ActorLoop:
         self._policy_train_step: Optional[int] = None
         self._learner_done = False
         self._warm = False
-        self._returns: Deque[float] = collections.deque(maxlen=_RETURN_WINDOW)
-        self._lengths: Deque[int] = collections.deque(maxlen=_RETURN_WINDOW)
+        self._returns: Deque[float] = collections.deque(maxlen=TRAINING_RETURN_WINDOW)
+        self._lengths: Deque[int] = collections.deque(maxlen=TRAINING_RETURN_WINDOW)
 
     def run(self) -> ActorStats:
         """Runs until the learner is done, max_env_steps, or a stop signal."""

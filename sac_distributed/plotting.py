@@ -15,7 +15,12 @@ from sac_distributed import paths
 from sac_distributed.errors import ConfigError
 
 # The file's one reader lives with its writer; re-exported for sac-plot's callers.
-from sac_distributed.results import EvalPoint, merge_actor_episodes, read_results
+from sac_distributed.results import (
+    TRAINING_RETURN_WINDOW,
+    EvalPoint,
+    merge_actor_episodes,
+    read_results,
+)
 
 __all__ = [
     "EvalPoint",
@@ -27,7 +32,6 @@ __all__ = [
 ]
 
 X_AXES = ("train_step", "env_steps")
-TRAIN_WINDOW = 10  # training episodes in the plotted running mean
 
 
 def training_episodes(root_dir: str) -> List[Tuple[int, float]]:
@@ -93,7 +97,8 @@ def _plot_training_episodes(ax, episodes: Sequence[Tuple[int, float]]) -> None:
     returns = [e[1] for e in episodes]
     ax.scatter(steps, returns, s=4, color="tab:green", alpha=0.3, label="training episode")
     means = [
-        sum(returns[max(0, i - TRAIN_WINDOW + 1) : i + 1]) / min(i + 1, TRAIN_WINDOW)
+        sum(returns[max(0, i - TRAINING_RETURN_WINDOW + 1) : i + 1])
+        / min(i + 1, TRAINING_RETURN_WINDOW)
         for i in range(len(returns))
     ]
-    ax.plot(steps, means, color="tab:green", label=f"training, mean of {TRAIN_WINDOW}")
+    ax.plot(steps, means, color="tab:green", label=f"training, mean of {TRAINING_RETURN_WINDOW}")

@@ -128,6 +128,10 @@ def _parse(path: str, line: int, row: Sequence[str]) -> EvalPoint:
 
 # --- training episodes: collect/actor_<task>/episodes.csv ------------------------
 
+# Training episodes averaged into one "training return": the actors' AverageReturn
+# summary, sac-plot's running mean and the learning benchmark's train column.
+TRAINING_RETURN_WINDOW = 10
+
 
 @dataclasses.dataclass(frozen=True)
 class Episode:
