@@ -317,7 +317,8 @@ def markdown(summary: Dict[str, Dict[str, dict]]) -> str:
         lines.append("")
     lines.append(
         "Cells: median [min, max] over seeds. Returns: greedy evaluation, interpolated at "
-        "the mark. Train: mean return of the last 10 training episodes (the exploring "
+        "the mark. Train: mean return of the last "
+        f"{results.TRAINING_RETURN_WINDOW} training episodes (the exploring "
         "policy, as in rl-baselines3-zoo's monitor logs) ended by the last mark; – for runs "
         "from before the benchmark kept training episodes. Seconds: wall time from the run's "
         "start to the first eval at or past the mark (or the target return). Unstable: seeds "
