@@ -28,7 +28,9 @@ OUT/summary.json and OUT/<env>.png are rewritten from everything in OUT.
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import glob
 import json
 import os
 import shlex
@@ -51,6 +53,9 @@ RUN_FILE = "run.json"
 # Variants that --variants accepts by name alone (comma-separated, or mixed with name=flags).
 NAMED_VARIANTS = {"preset": "", "per": "--prioritized_replay"}
 RESULTS_FILE = "results.csv"
+# A run's copy of the learner's TensorBoard scalars (alpha, entropy, Q, losses),
+# one row per summarized train step: what moved when a curve dipped.
+LEARNER_FILE = "learner.csv"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +243,13 @@ class Running:
             shutil.copyfile(self.results_path(), os.path.join(target, RESULTS_FILE))
         for task, path in enumerate(self.episode_files()):
             shutil.copyfile(path, os.path.join(target, learning_report.episodes_file(task)))
+        if self.spec.system == "ours":
+            from sac_distributed import paths
+
+            export_learner_scalars(
+                paths.train_dir(os.path.join(self.work, "root")),
+                os.path.join(target, LEARNER_FILE),
+            )
         if record["status"] != "done":
             with open(os.path.join(self.work, "output.log"), errors="replace") as f:
                 record["output_tail"] = f.read()[-4000:]
@@ -246,6 +258,43 @@ class Running:
         if record["status"] == "done":
             shutil.rmtree(self.work, ignore_errors=True)  # checkpoints, replay: not kept
         return record
+
+
+def export_learner_scalars(summary_dir: str, path: str) -> int:
+    """Writes the scalars of the TensorBoard event files in `summary_dir` as a CSV.
+
+    One row per train step (`train_step`, then one column per tag, sorted); a
+    step summarized twice (a restarted learner) keeps its last value. Returns the
+    number of rows; writes nothing when there are no events.
+    """
+    from tensorboard.backend.event_processing import event_file_loader
+    from tensorboard.util import tensor_util
+
+    rows: Dict[int, Dict[str, float]] = {}
+    for name in sorted(glob.glob(os.path.join(summary_dir, "events.out.tfevents.*"))):
+        for event in event_file_loader.EventFileLoader(name).Load():
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    number = tensor_util.make_ndarray(value.tensor)
+                elif value.HasField("simple_value"):
+                    number = value.simple_value
+                else:
+                    continue
+                if getattr(number, "size", 1) == 1:
+                    rows.setdefault(event.step, {})[value.tag] = float(number)
+    if not rows:
+        return 0
+    tags = sorted({tag for row in rows.values() for tag in row})
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["train_step", *tags])
+        for step in sorted(rows):
+            writer.writerow([step, *(_cell(rows[step].get(tag)) for tag in tags)])
+    return len(rows)
+
+
+def _cell(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.6g}"
 
 
 def sweep(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import pytest
 BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
 sys.path.insert(0, BENCH)
 
+import learning  # noqa: E402
 import learning_report  # noqa: E402
 from bench.sac_launch import parse_named_flags  # noqa: E402
 from bench.timing import median_time  # noqa: E402
@@ -29,7 +30,7 @@ TINY_COMMON_FLAGS = "--common_flags=--initial_collect_steps=300 --batch_size=32"
 TINY = [
     "--envs=Pendulum-v1",
     "--seeds=0",
-    "--env_steps=900",
+    "--env_steps=1400",  # 1100 SGD steps: one learner summary (every 1000)
     "--eval_every=200",
     "--num_eval_episodes=1",
     TINY_COMMON_FLAGS,
@@ -110,6 +111,34 @@ def test_training_returns_merge_actors_by_time_and_average_the_last_ten(tmp_path
     assert learning_report.train_return_at(many, 300) == pytest.approx(24.5)  # episodes 20-29
 
 
+def test_learner_scalars_become_one_csv_row_per_step_and_a_restart_overwrites(tmp_path):
+    import csv
+
+    import tensorflow as tf
+
+    summaries = str(tmp_path / "train")
+    for run, steps in enumerate(((1000, 2000), (2000, 3000))):  # the second: a restart
+        writer = tf.summary.create_file_writer(summaries, filename_suffix=f".run{run}")
+        with writer.as_default():
+            for step in steps:
+                tf.summary.scalar("learner/alpha", 0.1 * step / 1000 + run, step=step)
+                if step != 3000:
+                    tf.summary.scalar("learner/q_value", step / 10, step=step)
+        writer.close()
+    path = str(tmp_path / "learner.csv")
+
+    assert learning.export_learner_scalars(summaries, path) == 3
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["train_step", "learner/alpha", "learner/q_value"]
+    assert [r["train_step"] for r in rows] == ["1000", "2000", "3000"]
+    assert float(rows[0]["learner/alpha"]) == pytest.approx(0.1)
+    assert float(rows[1]["learner/alpha"]) == pytest.approx(1.2)  # the restart's value
+    assert rows[2]["learner/q_value"] == ""  # not summarized at that step
+    assert learning.export_learner_scalars(str(tmp_path / "none"), str(tmp_path / "x")) == 0
+    assert not os.path.exists(tmp_path / "x")
+
+
 def test_instability_is_three_evals_below_half_the_gain():
     rises = [(i * 1000, r) for i, r in enumerate([0, 400, 800, 700, 600, 900])]
     assert not learning_report.is_unstable(_points(*rises))
@@ -171,16 +200,19 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
             run_dir = os.path.join(out, "runs", "Pendulum-v1", group, f"seed{seed}")
             with open(os.path.join(run_dir, "run.json")) as f:
                 record = json.load(f)
-            assert record["status"] == "done" and record["env_steps_budget"] == 900
+            assert record["status"] == "done" and record["env_steps_budget"] == 1400
             points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
             assert len(points) >= 2, f"{group} seed {seed}: {points}"
-            assert points[-1].env_steps >= 0.95 * 900, f"{group} seed {seed}: {points[-1]}"
+            assert points[-1].env_steps >= 0.95 * 1400, f"{group} seed {seed}: {points[-1]}"
             episodes = learning_report.read_training_episodes(run_dir)
             ends = [steps for steps, _ in episodes]
             assert len(episodes) >= 3 and ends == sorted(ends), f"{group}: {episodes}"
             assert all(-2000 < r < 0 for _, r in episodes), episodes
             if group == "ours-preset":  # Pendulum's episodes are 200 steps
                 assert ends[:4] == [200, 400, 600, 800], episodes
+                with open(os.path.join(run_dir, "learner.csv")) as f:
+                    header = f.readline().strip().split(",")
+                assert header[0] == "train_step" and "learner/alpha" in header, header
             # (The stock loop's collect driver resets the env after the warm-up,
             # so its second episode ends later.)
     assert not os.path.exists(os.path.join(work, "Pendulum-v1", "ours-preset", "seed0")), (
@@ -192,15 +224,15 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
     assert set(summary) == {"ours-preset", "stock-preset"}
     for group in summary.values():
         assert group["seeds"] == [0]
-        final = group["marks"]["900"]["return"]
+        final = group["marks"]["1400"]["return"]
         assert final["n"] == 1 and final["min"] == final["median"] == final["max"]
-        assert group["marks"]["900"]["train_return"]["n"] == 1
+        assert group["marks"]["1400"]["train_return"]["n"] == 1
         assert group["sgd_steps_per_s"]["median"] > 0
-        assert group["marks"]["900"]["seconds"]["median"] > 0
+        assert group["marks"]["1400"]["seconds"]["median"] > 0
         assert group["reached_target"] in (0, 1)
     table = open(os.path.join(out, "summary.md")).read()
     assert "| ours-preset | 0 |" in table and "| stock-preset | 0 |" in table
-    assert "return @0.9k" in table and "s to -200" in table and "train @0.9k" in table
+    assert "return @1.4k" in table and "s to -200" in table and "train @1.4k" in table
     with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
