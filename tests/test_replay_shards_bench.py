@@ -1,4 +1,5 @@
-"""benchmarks/compare.py --mode=replay_shards: its flags, its arithmetic, its worker.
+"""benchmarks/compare.py --mode=replay_shards: its flags, its arithmetic, its worker
+(and the actor piece's weight-pull interval flag).
 
 The worker test drives one real bench.shard_worker process against an
 in-process Reverb server holding our tables: it writes, then samples, and
@@ -277,3 +278,15 @@ def test_cgroup_v2_is_found_and_written_as_cpu_max(tmp_path, monkeypatch):
     assert (tmp_path / "capped" / "cpu.max").read_text() == "2500 10000"
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
     assert cap.relative_path == "/capped"
+
+
+def test_actor_pull_interval_defaults_to_the_actor_jobs_and_rejects_zero(capsys):
+    """compare.py's actor piece pulls weights as often as an actor job does unless
+    --variable_update_interval says otherwise; a non-positive interval is refused."""
+    from sac_distributed.config import ActorConfig
+
+    job_default = ActorConfig("Pendulum-v1", throughput_hparams(parse_settings([])), "/tmp")
+    assert parse_settings([]).variable_update_interval == job_default.variable_update_interval
+    assert parse_settings(["--variable_update_interval=100"]).variable_update_interval == 100
+    err = _parse_error(capsys, "--variable_update_interval=0")
+    assert "--variable_update_interval must be >= 1, got 0" in err

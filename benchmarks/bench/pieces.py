@@ -83,6 +83,7 @@ def setup_actor(bench: Bench) -> Measure:
         client=client_config,
         num_envs=s.num_envs,
         seed=s.seed,
+        variable_update_interval=s.variable_update_interval,
     )
     envs = [specs_lib.load_env(s.env_name, s.seed + i) for i in range(s.num_envs)]
     connection = Connection(client_config, "benchmark actor", lambda: False)

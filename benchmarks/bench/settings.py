@@ -15,10 +15,14 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from bench import cgroups
 from sac_distributed import replay
-from sac_distributed.config import Hyperparams, hyperparams_for
+from sac_distributed.config import ActorConfig, Hyperparams, hyperparams_for
 
 MODES = ("throughput", "time_to_return", "actor_scaling", "replay_shards")
 NEVER = 10**9  # an interval (train steps) that a benchmark never reaches
+# What an actor job does without --variable_update_interval.
+_ACTOR_PULL_INTERVAL = next(
+    f.default for f in dataclasses.fields(ActorConfig) if f.name == "variable_update_interval"
+)
 
 # Repeated pieces, in the order of one round: each stock piece right before ours.
 # name -> (result key, unit)
@@ -62,6 +66,7 @@ class Settings:
     layers: Optional[Tuple[int, ...]]  # None: the env preset's
     batch_size: Optional[int]  # None: the env preset's
     num_envs: int
+    variable_update_interval: int  # ours' actor: actor steps between weight pulls
     duration: float
     repeats: int
     rss_items: int
@@ -104,6 +109,8 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
     for name in _POSITIVE_INTS:
         if getattr(a, name) < 1:
             p.error(f"--{name} must be >= 1")
+    if a.variable_update_interval is not None and a.variable_update_interval < 1:
+        p.error(f"--variable_update_interval must be >= 1, got {a.variable_update_interval}")
     if a.duration <= 0 or a.max_minutes <= 0:
         p.error("--duration and --max_minutes must be > 0")
     shard_counts = _parse_shard_counts(p, a.shard_counts, a.writers, a.samplers)
@@ -114,6 +121,7 @@ def parse_settings(argv: Sequence[str], description: str = "") -> Settings:
         layers=_parse_layers(p, a.layers),
         batch_size=a.batch_size,
         num_envs=a.num_envs,
+        variable_update_interval=a.variable_update_interval or _ACTOR_PULL_INTERVAL,
         duration=a.duration,
         repeats=a.repeats,
         rss_items=a.rss_items,
@@ -146,6 +154,13 @@ def _add_throughput_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", default=None, help="actor and critic MLP sizes, e.g. 256,256")
     p.add_argument("--batch_size", type=int, default=None, help="transitions per train step")
     p.add_argument("--num_envs", type=int, default=1, help="envs per actor (ours only)")
+    p.add_argument(
+        "--variable_update_interval",
+        type=int,
+        default=None,
+        help="ours' actor: actor steps (of num_envs envs each) between weight pulls "
+        "(default: the actor job's)",
+    )
     p.add_argument("--duration", type=float, default=20.0, help="seconds per measurement")
     p.add_argument("--repeats", type=int, default=3, help="alternating rounds; median reported")
     p.add_argument("--rss_items", type=int, default=100_000, help="transitions for server_rss")

@@ -126,6 +126,7 @@ def summarize(
         "critic_layers": list(hp.critic_joint_fc_layer_params),
         "batch_size": hp.batch_size,
         "num_envs": s.num_envs,
+        "variable_update_interval": s.variable_update_interval,
         "steps_per_call": s.steps_per_call,
         "duration_s": s.duration,
         "repeats": s.repeats,
@@ -169,6 +170,7 @@ def format_throughput_table(result: Dict[str, object]) -> str:
     lines = [
         f"sac_distributed vs stock TF-Agents on {c['env_name']}: actor {c['actor_layers']}, "
         f"critic {c['critic_layers']}, batch {c['batch_size']}, num_envs {c['num_envs']}, "
+        f"weight pull every {c.get('variable_update_interval', '?')} actor steps, "
         f"{c['duration_s']:g} s x {c['repeats']} rounds, {c['server']} servers, "
         f"{c['cpus']} CPUs",
         f"{'measurement':<34}{'median':>12}{'min':>12}{'max':>12}  unit",
