@@ -428,17 +428,20 @@ def sharded_run(tmp_path):
     run.cleanup()
 
 
-def _settled_inserts(run: ShardedRun, shard: int) -> int:
-    """The shard's insert count once two reads 0.5 s apart agree (its writer is paused)."""
-    previous = -1
+def _settled_inserts(run: ShardedRun, shard: int, agreeing_reads: int = 4) -> int:
+    """The shard's insert count once `agreeing_reads` reads 0.5 s apart agree.
+
+    Its writer is paused, but a busy server may still be working through data the
+    writer sent before the pause, so one unchanged pair of reads is not enough.
+    """
+    history = []
     deadline = time.monotonic() + POLL_S
     while time.monotonic() < deadline:
-        inserted = run.counts(shard).inserted
-        if inserted == previous:
-            return inserted
-        previous = inserted
+        history.append(run.counts(shard).inserted)
+        if len(history) >= agreeing_reads and len(set(history[-agreeing_reads:])) == 1:
+            return history[-1]
         time.sleep(0.5)
-    raise AssertionError(f"shard {shard}'s inserts never settled")
+    raise AssertionError(f"shard {shard}'s inserts never settled: {history[-8:]}")
 
 
 @pytest.mark.slow
@@ -469,8 +472,12 @@ def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sh
     assert "reconnected" not in read(run.log("learner"))[learner_mark:]
     assert "reconnected" not in read(run.log("actor1"))[actor_mark:]
 
+    # Pause actor 1 while shard 1 restarts: its home-shard probe could otherwise write
+    # to the restored shard before the restored counts are read.
+    os.kill(run.procs["actor1"].pid, signal.SIGSTOP)
     run.start_shard(1)  # same port and root_dir: restores its own replay checkpoint
     restored = run.counts(1)
+    os.kill(run.procs["actor1"].pid, signal.SIGCONT)
     # Reverb's checkpoint restores the rate limiter's insert count with the items.
     tail = inserted_at_kill - restored.inserted
     assert restored.stored > 0 and 0 <= tail < inserted_at_kill, (restored, inserted_at_kill)
