@@ -197,7 +197,7 @@ def test_binary_default_x_axis_is_env_steps(tmp_path):
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,  # against hangs only
         )
         assert result.returncode == 0, result.stderr[-3000:]
     read = {name: open(path, "rb").read() for name, path in outputs.items()}
