@@ -79,6 +79,22 @@ def wait_for_log(
     )
 
 
+def settled(read_value, what: str, agreeing_reads: int = 4, interval_s: float = 0.5) -> int:
+    """Polls `read_value()` until `agreeing_reads` reads `interval_s` apart agree.
+
+    For a count whose writers are paused: a busy server may still be working
+    through data they sent before the pause, so one unchanged pair is not enough.
+    """
+    history = []
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        history.append(read_value())
+        if len(history) >= agreeing_reads and len(set(history[-agreeing_reads:])) == 1:
+            return history[-1]
+        time.sleep(interval_s)
+    pytest.fail(f"{what} never settled in {DEADLINE_S} s: {history[-8:]}")
+
+
 def wait_all(procs: Dict[str, subprocess.Popen], deadline_s: float) -> Dict[str, int]:
     """Waits for every process; kills all and fails the test past the deadline."""
     deadline = time.monotonic() + deadline_s

@@ -11,7 +11,7 @@ import numpy as np
 import portpicker
 import pytest
 import reverb
-from proc_utils import DEADLINE_S, read, start, stop, wait_all, wait_for_log
+from proc_utils import DEADLINE_S, read, settled, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay
@@ -116,9 +116,10 @@ def test_server_killed_and_restarted_restores_replay_and_clients_reconnect(run):
     # A replay checkpoint taken while training is under way.
     mark = len(read(run.log("server")))
     wait_for_log(run.log("server"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
-    size_before = run.table().current_size
-
-    os.kill(run.procs["actor"].pid, signal.SIGSTOP)  # freeze inserts to measure the restore
+    # Freeze inserts before reading the size: a checkpoint written between the read
+    # and the kill must not hold more than was read.
+    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
+    size_before = settled(lambda: run.table().current_size, "the replay size")
     run.procs["server"].kill()
     run.procs["server"].wait()
     run.start_server()

@@ -21,7 +21,7 @@ import pytest
 import reverb
 import tensorflow as tf
 from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
-from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
+from proc_utils import DEADLINE_S, read, settled, start, stop, wait_for_log
 
 from sac_distributed import actor_loop as actor_loop_lib
 from sac_distributed import config as config_lib
@@ -428,22 +428,6 @@ def sharded_run(tmp_path):
     run.cleanup()
 
 
-def _settled_inserts(run: ShardedRun, shard: int, agreeing_reads: int = 4) -> int:
-    """The shard's insert count once `agreeing_reads` reads 0.5 s apart agree.
-
-    Its writer is paused, but a busy server may still be working through data the
-    writer sent before the pause, so one unchanged pair of reads is not enough.
-    """
-    history = []
-    deadline = time.monotonic() + POLL_S
-    while time.monotonic() < deadline:
-        history.append(run.counts(shard).inserted)
-        if len(history) >= agreeing_reads and len(set(history[-agreeing_reads:])) == 1:
-            return history[-1]
-        time.sleep(0.5)
-    raise AssertionError(f"shard {shard}'s inserts never settled: {history[-8:]}")
-
-
 @pytest.mark.slow
 def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sharded_run):
     run = sharded_run
@@ -458,7 +442,7 @@ def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sh
 
     # Pause shard 1's only writer to read its insert count at the kill, then kill it.
     os.kill(run.procs["actor1"].pid, signal.SIGSTOP)
-    inserted_at_kill = _settled_inserts(run, 1)
+    inserted_at_kill = settled(lambda: run.counts(1).inserted, "shard 1's insert count")
     run.procs.pop("shard1").kill()
     os.kill(run.procs["actor1"].pid, signal.SIGCONT)
     learner_mark = len(read(run.log("learner")))
