@@ -65,8 +65,10 @@ def finished_run(tmp_path_factory):
     procs["evaluator"] = start(
         "evaluator", clients + ["--poll_interval=0.5"], f"{root}/evaluator.log"
     )
-    # The server starts last, once the learner says it is waiting for it.
-    wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", DEADLINE_S, procs)
+    # The server starts last, once the learner and both actors say they are waiting
+    # for it: an actor still importing when a short run ends would write nothing.
+    for name in ["learner"] + [f"actor_{task}" for task in range(NUM_ACTORS)]:
+        wait_for_log(f"{root}/{name}.log", "Waiting for the Reverb server", DEADLINE_S, procs)
     server = start(
         "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
     )

@@ -15,6 +15,7 @@ from proc_utils import DEADLINE_S, read, settled, start, stop, wait_all, wait_fo
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay
+from sac_distributed.retry import retry
 
 pytestmark = pytest.mark.slow
 
@@ -204,8 +205,10 @@ def test_learner_and_actor_killed_and_restarted_resume(run):
 
 
 def _fill(address: str, count: int) -> None:
-
-    writer = replay.TransitionWriter(reverb.Client(address))
+    # A server just started beside a training learner may take longer than one
+    # server_info timeout to answer on a busy machine: retry until the deadline.
+    client = replay.connect(address, DEADLINE_S, "the test's writer")
+    writer = retry(lambda _: replay.TransitionWriter(client), replay.TRANSIENT_ERRORS, DEADLINE_S)
     for _ in range(count):
         obs = np.random.uniform(-1, 1, 3).astype(np.float32)
         writer.write(

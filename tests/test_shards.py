@@ -34,7 +34,7 @@ from sac_distributed.errors import SignatureMismatchError
 from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 
-POLL_S = 120.0  # generous: a deadline only stops a hang
+POLL_S = DEADLINE_S  # a deadline only stops a hang: 120 s ran out under load
 # How often the in-process actor and learner look for a missing shard here (15 s in
 # the binaries, which the end-to-end run below keeps): the same code path, less
 # waiting. Not shorter than connection.PING_TIMEOUT_S, so a busy machine still
