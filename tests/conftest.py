@@ -76,10 +76,15 @@ def random_transitions(
 def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 600.0) -> int:
     """Polls until `table` holds at least `size` items; fails after the deadline."""
     end = time.monotonic() + timeout_s
+    current = None
     while True:
-        current = replay.table_info(client, table).current_size
-        if current >= size:
-            return current
+        try:
+            current = replay.table_info(client, table).current_size
+        except replay.TRANSIENT_ERRORS:  # a busy server answering late: ask again
+            pass
+        else:
+            if current >= size:
+                return current
         if time.monotonic() > end:
             raise AssertionError(
                 f"waited {timeout_s} s for {table} to hold {size} items; it holds {current}"
