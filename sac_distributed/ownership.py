@@ -103,6 +103,10 @@ def make_tables() -> List[reverb.Table]:
 
 
 def _write(client: reverb.Client, table: str, claim: Claim) -> None:
+    # A writer's first call asks the server for its tables without a deadline, which
+    # never returns once the server is gone (a learner stopping after its server did
+    # hung there): ask with one first, so a gone server is an error.
+    client.server_info(timeout=10)
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         writer.append({_ROW: claim.pack()})
         writer.create_item(table, 1.0, {_ROW: writer.history[_ROW][-1]})

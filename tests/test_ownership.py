@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import threading
 
 import portpicker
 import pytest
@@ -118,3 +119,29 @@ def test_learner_elsewhere_is_refused_by_the_server_and_a_new_one_takes_over(own
     assert stop(second) == 0, read(owned_run.log("second"))[-3000:]
     # Stopped cleanly, it gave the run back: the next learner owns it at once.
     wait_for_log(owned_run.log("server"), r"gave the run back", DEADLINE_S)
+
+
+def test_giving_the_lease_back_to_a_stopped_server_fails_instead_of_hanging():
+    """A learner stopping after its server did hung for hours in the lease release."""
+    import reverb
+
+    from sac_distributed import ownership
+
+    port = portpicker.pick_unused_port()
+    server = reverb.Server(ownership.make_tables(), port=port)
+    me = ownership.Claim(7, "host", os.getpid(), 1, 0, 0)
+    ownership._write(reverb.Client(f"localhost:{port}"), ownership.CLAIMS_TABLE, me)
+    server.stop()
+    outcome = {}
+
+    def give_back():
+        try:
+            ownership._write(reverb.Client(f"localhost:{port}"), ownership.CLAIMS_TABLE, me)
+        except ownership._CLIENT_ERRORS as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=give_back, daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), f"writing to a stopped server still blocks after {DEADLINE_S} s"
+    assert "ServerInfo" in str(outcome.get("error")), outcome
