@@ -38,7 +38,7 @@ from absl import logging
 
 from sac_distributed import paths
 from sac_distributed.errors import RunOwnedError
-from sac_distributed.replay import latest_value_table
+from sac_distributed.replay import latest_value_table, open_trajectory_writer
 
 CLAIMS_TABLE = "learner_claims"
 OWNER_TABLE = "learner_owner"
@@ -103,11 +103,7 @@ def make_tables() -> List[reverb.Table]:
 
 
 def _write(client: reverb.Client, table: str, claim: Claim) -> None:
-    # A writer's first call asks the server for its tables without a deadline, which
-    # never returns once the server is gone (a learner stopping after its server did
-    # hung there): ask with one first, so a gone server is an error.
-    client.server_info(timeout=10)
-    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    with open_trajectory_writer(client, num_keep_alive_refs=1) as writer:
         writer.append({_ROW: claim.pack()})
         writer.create_item(table, 1.0, {_ROW: writer.history[_ROW][-1]})
         writer.flush(timeout_ms=10_000)

@@ -534,6 +534,19 @@ def check_shard_capacity(
     )
 
 
+def open_trajectory_writer(
+    client: reverb.Client, num_keep_alive_refs: int, timeout_s: int = 10
+) -> reverb.TrajectoryWriter:
+    """`client.trajectory_writer`, but an error, not a hang, when the server is gone.
+
+    Reverb's writer first asks the server for its tables without a deadline, which
+    never returns once the server is gone (a learner stopping after its server did
+    hung there for hours); asking with one first turns that into DeadlineExceededError.
+    """
+    client.server_info(timeout=timeout_s)
+    return client.trajectory_writer(num_keep_alive_refs=num_keep_alive_refs)
+
+
 def table_info(client: reverb.Client, table: str, timeout_s: int = 5):
     """The TableInfo of `table` (size, inserts, samples)."""
     return client.server_info(timeout=timeout_s)[table]

@@ -56,7 +56,7 @@ class VariableContainer:
         then read from the first layer's kernel (flat observations).
         """
         if self._writer is None:
-            self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+            self._writer = replay.open_trajectory_writer(self._client, num_keep_alive_refs=1)
         if normalization is None:
             normalization = ObservationNormalization.identity((np.shape(policy_weights[0])[0],))
         data = {
@@ -76,7 +76,9 @@ class VariableContainer:
     def push_max_priority(self, max_priority: float) -> None:
         """Replaces the published max priority (prioritized replay only)."""
         if self._priority_writer is None:
-            self._priority_writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+            self._priority_writer = replay.open_trajectory_writer(
+                self._client, num_keep_alive_refs=1
+            )
         self._priority_writer.append({replay.MAX_PRIORITY: np.float64(max_priority)})
         item = tree.map_structure(lambda column: column[-1], self._priority_writer.history)
         self._priority_writer.create_item(replay.MAX_PRIORITY_TABLE, 1.0, item)
