@@ -114,6 +114,11 @@ def test_server_killed_and_restarted_restores_replay_and_clients_reconnect(run):
     run.start_actor()
     run.start_evaluator()
     wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, run.procs)
+    # Freeze the learner while it is under way: on a busy machine the checkpoint
+    # below can take longer than all its train steps, and a learner that finished
+    # before the kill could not show that it trains on the restarted server.
+    os.kill(run.procs["learner"].pid, signal.SIGSTOP)
+    assert "Learner stopped" not in read(run.log("learner"))
     # A replay checkpoint taken while training is under way.
     mark = len(read(run.log("server")))
     wait_for_log(run.log("server"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
@@ -127,7 +132,8 @@ def test_server_killed_and_restarted_restores_replay_and_clients_reconnect(run):
     restored_info = run.table()
     restored = restored_info.current_size
     samples_at_restart = restored_info.rate_limiter_info.sample_stats.completed
-    os.kill(run.procs["actor"].pid, signal.SIGCONT)
+    for name in ("actor", "learner"):
+        os.kill(run.procs[name].pid, signal.SIGCONT)
 
     assert 0 < restored <= size_before, (restored, size_before)
     print(f"[figure] server SIGKILL: {restored} of {size_before} replay items restored")
