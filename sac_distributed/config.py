@@ -24,6 +24,7 @@ MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
 
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
+NETWORK_INITS = ("glorot", "torch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,11 @@ class Hyperparams:
     # from the given rate at train step 0 down to 0 at num_iterations (SB3's
     # `lin_` schedules, used by rl-baselines3-zoo), which damps late updates.
     learning_rate_schedule: str = "constant"
+    # How the actor's and critics' Dense layers start: "glorot" (TF-Agents':
+    # Glorot-uniform kernels, zero biases) or "torch" (PyTorch's nn.Linear
+    # default, which SB3 trains with: kernels and biases uniform in
+    # +-1/sqrt(fan_in), smaller outputs at the start).
+    network_init: str = "glorot"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -111,6 +117,10 @@ class Hyperparams:
             self.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
             f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
             f"got {self.learning_rate_schedule!r}.",
+        )
+        _require(
+            self.network_init in NETWORK_INITS,
+            f"network_init must be one of {', '.join(NETWORK_INITS)}, got {self.network_init!r}.",
         )
         _require(
             0.0 < self.target_update_tau <= 1.0,

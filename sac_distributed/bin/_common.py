@@ -110,6 +110,13 @@ flags.DEFINE_enum(
     list(config_lib.LEARNING_RATE_SCHEDULES),
     "constant, or linear: every learning rate falls linearly to 0 at --num_iterations.",
 )
+flags.DEFINE_enum(
+    "network_init",
+    None,
+    list(config_lib.NETWORK_INITS),
+    "glorot (TF-Agents': Glorot-uniform kernels, zero biases) or torch (PyTorch's "
+    "nn.Linear default, as SB3 trains: kernels and biases uniform in +-1/sqrt(fan_in)).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
