@@ -18,6 +18,7 @@ from tf_agents.networks import actor_distribution_network, network
 from tf_agents.policies import actor_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
 
 from sac_distributed.config import Hyperparams
 from sac_distributed.normalization import NormalizedCriticNetwork, ObservationNormalizer
@@ -116,6 +117,45 @@ def make_agent(
             torch_default_init(net)
     agent.initialize()  # copies the critics into their targets
     return agent
+
+
+class PolicyAverager:
+    """A Polyak average of the actor's weights and the policy that acts with it.
+
+    `network` is a copy of the actor network; `update()` moves it by `tau`
+    towards the actor (call it once per train step, inside the train function;
+    under a distribution strategy it updates in cross-replica context, as
+    SacAgent's target update does). It starts equal to the actor.
+    """
+
+    def __init__(
+        self,
+        actor: network.Network,
+        specs: EnvSpecs,
+        tau: float,
+        normalizer: Optional[ObservationNormalizer] = None,
+    ):
+        if not 0.0 < tau < 1.0:
+            raise ValueError(f"tau must be in (0, 1), got {tau}.")
+        self.network = actor.copy(name="AveragedActorNetwork")
+        self.network.create_variables()
+        source, target = actor.variables, self.network.variables
+        if [v.shape for v in source] != [v.shape for v in target]:
+            raise ValueError("The averaged actor's variables do not match the actor's.")
+        common.soft_variables_update(source, target, tau=1.0)
+        self._update = common.Periodically(
+            lambda: common.soft_variables_update(source, target, tau=tau), 1, "average_policy"
+        )
+        self.policy = actor_policy.ActorPolicy(
+            specs.time_step,
+            specs.action,
+            actor_network=self.network,
+            training=False,
+            observation_normalizer=normalizer,
+        )
+
+    def update(self):
+        return self._update()
 
 
 def torch_default_init(net: tf.Module) -> None:

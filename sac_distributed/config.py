@@ -89,6 +89,11 @@ class Hyperparams:
     # default, which SB3 trains with: kernels and biases uniform in
     # +-1/sqrt(fan_in), smaller outputs at the start).
     network_init: str = "glorot"
+    # Polyak averaging of the policy: with tau > 0 the policy that actors act
+    # with, the evaluator scores and exports hold is an average of the trained
+    # actor's weights, avg = (1 - tau) * avg + tau * actor after every train step
+    # (about the last 1/tau steps). SAC itself trains the actor as before. 0: off.
+    policy_averaging_tau: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -121,6 +126,11 @@ class Hyperparams:
         _require(
             self.network_init in NETWORK_INITS,
             f"network_init must be one of {', '.join(NETWORK_INITS)}, got {self.network_init!r}.",
+        )
+        _require(
+            _is_number(self.policy_averaging_tau) and 0.0 <= self.policy_averaging_tau < 1.0,
+            "policy_averaging_tau must be in [0, 1) (0: off; 0.001 averages about the last "
+            f"1000 train steps), got {self.policy_averaging_tau!r}.",
         )
         _require(
             0.0 < self.target_update_tau <= 1.0,

@@ -126,9 +126,17 @@ class SacLearner:
             self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
             self.normalizer = agent_lib.make_normalizer(specs, hparams)
             self.agent = agent_lib.make_agent(specs, hparams, self.train_step, self.normalizer)
+            self.averager = _make_averager(self.agent, specs, hparams, self.normalizer)
             self._savers = self._make_savers()
-        self._policy_variables = policy_variables(self.agent)
+        # What actors, the evaluator and exports act with: the trained actor or its average.
+        self._policy_variables = (
+            policy_variables(self.agent)
+            if self.averager is None
+            else list(self.averager.network.variables)
+        )
         tracked = {"normalizer": self.normalizer} if self.normalizer is not None else {}
+        if self.averager is not None:
+            tracked["averaged_actor"] = self.averager.network
         checkpoint = tf.train.Checkpoint(agent=self.agent, train_step=self.train_step, **tracked)
         # TensorFlow ignores an unparsable index file; _restore then scans the directory.
         self._checkpoints = tf.train.CheckpointManager(
@@ -155,10 +163,12 @@ class SacLearner:
         return self._checkpoints.latest_checkpoint
 
     def _make_savers(self) -> Dict[str, policy_saver.PolicySaver]:
+        # SacAgent's policy and collect_policy are one stochastic policy.
+        acting = self.agent.policy if self.averager is None else self.averager.policy
         policies = {
-            "policy": self.agent.policy,
-            "collect_policy": self.agent.collect_policy,
-            "greedy_policy": greedy_policy.GreedyPolicy(self.agent.policy),
+            "policy": acting,
+            "collect_policy": acting,
+            "greedy_policy": greedy_policy.GreedyPolicy(acting),
         }
         assert tuple(policies) == paths.POLICY_NAMES
         return {
@@ -235,6 +245,8 @@ class SacLearner:
             if self.normalizer is not None:
                 self.normalizer.update(experience.time_step.observation)
             info = self.agent._train(experience, weights=None)  # noqa: SLF001
+            if self.averager is not None:
+                self.averager.update()
             extra = info.extra
             return info.loss, extra.critic_loss, extra.actor_loss, extra.alpha_loss
 
@@ -291,6 +303,8 @@ class SacLearner:
             info.probability, info.replay_size, self._beta, self._rows_per_item
         )
         losses, td_errors = weighted_sac_update(self.agent, experience, weights)
+        if self.averager is not None:
+            self.averager.update()
         priorities = item_priorities(td_errors, self._rows_per_item)
         keys = tf.bitcast(tf.cast(info.key, tf.uint64), tf.int64)
         return losses, keys, tf.cast(info.shard, tf.int32), priorities
@@ -398,6 +412,7 @@ class SacLearner:
         failures = []
         for path in candidates:
             self._check_normalization_matches(path)
+            self._check_averaging_matches(path)
             try:
                 self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as error:  # any unreadable file; an older one restores in full
@@ -439,6 +454,40 @@ class SacLearner:
             f"weights expect {'normalized' if normalized else 'raw'} observations. Pass "
             f"--normalize_observations={str(normalized).lower()}, or use a new root_dir."
         )
+
+    def _check_averaging_matches(self, path: str) -> None:
+        """Refuses a checkpoint without an averaged policy when averaging is on.
+
+        Restoring would fail on the missing average (and then on every older
+        checkpoint, which would read as damaged). The other way round is allowed:
+        without averaging the learner publishes the trained actor and ignores it.
+        """
+        if self.averager is None:
+            return
+        try:
+            averaged = _has_averaged_actor(path)
+        except Exception:  # an unreadable index: restore() reports it, then falls back
+            return
+        if averaged:
+            return
+        raise CheckpointError(
+            f"The checkpoint {path} was written without policy averaging, so it holds no "
+            "averaged policy for --policy_averaging_tau to go on from. Pass "
+            "--policy_averaging_tau=0 to resume this run as it was trained, or use a new "
+            "root_dir."
+        )
+
+
+def _make_averager(
+    agent: sac_agent.SacAgent,
+    specs: EnvSpecs,
+    hparams: Hyperparams,
+    normalizer,
+) -> Optional[agent_lib.PolicyAverager]:
+    if not hparams.policy_averaging_tau:
+        return None
+    actor = agent._actor_network  # noqa: SLF001
+    return agent_lib.PolicyAverager(actor, specs, hparams.policy_averaging_tau, normalizer)
 
 
 def importance_weights(
@@ -579,6 +628,11 @@ def _other_networks_error(path: str, reason: str) -> CheckpointError:
 def _has_normalizer(path: str) -> bool:
     """Whether the checkpoint at `path` holds observation statistics."""
     return any(name.startswith("normalizer/") for name, _ in tf.train.list_variables(path))
+
+
+def _has_averaged_actor(path: str) -> bool:
+    """Whether the checkpoint at `path` holds an averaged policy."""
+    return any(name.startswith("averaged_actor/") for name, _ in tf.train.list_variables(path))
 
 
 def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:

@@ -118,6 +118,12 @@ flags.DEFINE_enum(
     "nn.Linear default, as SB3 trains: kernels and biases uniform in +-1/sqrt(fan_in)).",
 )
 flags.DEFINE_float(
+    "policy_averaging_tau",
+    None,
+    "0: off. Else actors, the evaluator and exports get a Polyak average of the actor's "
+    "weights, updated by this fraction every train step (0.001: about the last 1000 steps).",
+)
+flags.DEFINE_float(
     "samples_per_insert",
     None,
     "Samples per inserted transition held by SampleToInsertRatio (0: MinSize, no ratio).",
