@@ -91,6 +91,54 @@ def test_return_at_interpolates_and_tolerates_a_short_last_eval():
     assert learning_report.return_at(points, 4000) is None
 
 
+def test_mean_return_averages_the_window_and_needs_all_of_it():
+    points = _points((10_000, 0.0), (20_000, 100.0), (30_000, 400.0))
+    # at 10k, 15k (interpolated: 50), 20k, 25k (250), 30k
+    assert learning_report.mean_return(points, 10_000, 30_000, 5_000) == pytest.approx(160.0)
+    assert learning_report.mean_return(points, 20_000, 20_000, 5_000) == pytest.approx(100.0)
+    assert learning_report.mean_return(points, 20_000, 50_000, 5_000) is None  # ends at 30k
+    with pytest.raises(ValueError, match="every > 0"):
+        learning_report.mean_return(points, 10_000, 30_000, 0)
+
+
+def _write_results(runs_dir, group: str, seed: int, pairs) -> None:
+    path = runs_dir / group / f"seed{seed}"
+    path.mkdir(parents=True)
+    rows = [",".join(EVALUATOR_HEADER)]
+    for i, (steps, ret) in enumerate(pairs):
+        row = {"train_step": i, "env_steps": steps, "average_return": ret}
+        rows.append(",".join(str(row.get(name, 1.0)) for name in EVALUATOR_HEADER))
+    (path / "results.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_path, capsys):
+    import mean_return
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    _write_results(first, "ours-preset", 0, [(20_000, 100), (30_000, 300)])
+    _write_results(second, "ours-preset", 1, [(20_000, 200), (30_000, 200)])
+    _write_results(second, "ours-preset", 2, [(20_000, 50)])  # too short for the window
+    argv = [f"--runs={first}", f"--runs={second}", "--groups=ours-preset,sb3-preset"]
+    assert mean_return.main(argv + ["--window=20000,30000,10000"]) == 0
+    out = capsys.readouterr().out
+    assert "ours-preset: 200 [200, 200] over 2 seeds (0: 200, 1: 200)" in out
+    assert "too short for the window: seeds [2]" in out
+    assert "sb3-preset: no seed covers the window" in out
+    _write_results(second, "ours-preset", 0, [(20_000, 1), (30_000, 1)])
+    with pytest.raises(SystemExit, match="seed 0 is in more than one --runs directory"):
+        mean_return.main(argv)
+    for bad, message in (
+        (["--window=20000,10000,5000"], "stop >= start"),
+        (["--window=a,b"], "three integers"),
+    ):
+        with pytest.raises(SystemExit):
+            mean_return.main(argv + bad)
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mean_return.main([f"--runs={tmp_path / 'missing'}", "--groups=x"])
+    assert "is not a directory" in capsys.readouterr().err
+
+
 def test_training_returns_merge_actors_by_time_and_average_the_last_ten(tmp_path):
     from sac_distributed.results import EpisodeLog
 
