@@ -441,7 +441,12 @@ def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 # Hyperparameters the peers do not implement: they always train with the default.
-PEER_UNSUPPORTED = ("n_step", "prioritized_replay", "learning_rate_schedule")
+PEER_UNSUPPORTED = (
+    "n_step",
+    "prioritized_replay",
+    "learning_rate_schedule",
+    "policy_averaging_tau",
+)
 
 
 def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):

@@ -315,6 +315,15 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert decaying.returncode == 2
     assert "set learning_rate_schedule=linear, which the stock peer(s)" in decaying.stderr
     assert "--common_flags=--learning_rate_schedule=constant" in decaying.stderr
+    averaging = _bench(
+        *TINY,
+        "--systems=ours,stock",
+        f"{TINY_COMMON_FLAGS} --policy_averaging_tau=0.005",
+        f"--out={out}",
+    )
+    assert averaging.returncode == 2
+    assert "set policy_averaging_tau=0.005, which the stock peer(s)" in averaging.stderr
+    assert "--common_flags=--policy_averaging_tau=0.0" in averaging.stderr
 
     bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
     assert bad.returncode == 2
