@@ -443,7 +443,7 @@ class SacLearner:
         weights that expect other inputs than they will get.
         """
         try:
-            normalized = _has_normalizer(path)
+            normalized = _checkpoint_holds(path, "normalizer")
         except Exception:  # an unreadable index: restore() reports it, then falls back
             return
         if normalized == (self.normalizer is not None):
@@ -465,7 +465,7 @@ class SacLearner:
         if self.averager is None:
             return
         try:
-            averaged = _has_averaged_actor(path)
+            averaged = _checkpoint_holds(path, "averaged_actor")
         except Exception:  # an unreadable index: restore() reports it, then falls back
             return
         if averaged:
@@ -625,14 +625,11 @@ def _other_networks_error(path: str, reason: str) -> CheckpointError:
     )
 
 
-def _has_normalizer(path: str) -> bool:
-    """Whether the checkpoint at `path` holds observation statistics."""
-    return any(name.startswith("normalizer/") for name, _ in tf.train.list_variables(path))
-
-
-def _has_averaged_actor(path: str) -> bool:
-    """Whether the checkpoint at `path` holds an averaged policy."""
-    return any(name.startswith("averaged_actor/") for name, _ in tf.train.list_variables(path))
+def _checkpoint_holds(path: str, attribute: str) -> bool:
+    """Whether the checkpoint at `path` holds the tracked object `attribute`
+    (e.g. "normalizer": observation statistics; "averaged_actor": an averaged policy)."""
+    prefix = f"{attribute}/"
+    return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
 
 
 def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:
