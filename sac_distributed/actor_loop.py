@@ -90,11 +90,15 @@ class ActorLoop:
         self._metrics = metrics
         self._should_stop = should_stop
         action_spec = envs[0].action_spec()
+        hp = config.hparams
         self._policy = NumpyActorPolicy(
-            action_spec.minimum, action_spec.maximum, action_spec.shape, seed=config.task_seed
+            action_spec.minimum,
+            action_spec.maximum,
+            action_spec.shape,
+            seed=config.task_seed,
+            log_std_range=hp.policy_log_std_range,
         )
         self._layout = replay.row_layout(specs_lib.env_specs(envs[0]))
-        hp = config.hparams
         self._n_step: Optional[List[NStepAccumulator]] = (
             [NStepAccumulator(self._layout, hp.n_step, hp.gamma) for _ in envs]
             if hp.n_step > 1

@@ -34,12 +34,20 @@ class EnvSpecs:
 
 
 def make_actor_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network:
-    """The policy MLP with a tanh-squashed Gaussian head, as in the tutorial."""
+    """The policy MLP with a tanh-squashed Gaussian head, as in the tutorial.
+
+    With clip_policy_log_std the head's log std goes through TF-Agents' own
+    std_clip_transform (clip to [-20, 2], then exp) instead of a bare exp.
+    """
+    std_transform = sac_agent.std_clip_transform if hparams.clip_policy_log_std else tf.exp
     return actor_distribution_network.ActorDistributionNetwork(
         specs.observation,
         specs.action,
         fc_layer_params=hparams.actor_fc_layer_params,
-        continuous_projection_net=tanh_normal_projection_network.TanhNormalProjectionNetwork,
+        continuous_projection_net=functools.partial(
+            tanh_normal_projection_network.TanhNormalProjectionNetwork,
+            std_transform=std_transform,
+        ),
     )
 
 
@@ -72,7 +80,7 @@ def make_optimizer(learning_rate: float, hparams: Hyperparams) -> tf.keras.optim
         learning_rate = tf.keras.optimizers.schedules.PolynomialDecay(
             learning_rate, decay_steps=hparams.num_iterations, end_learning_rate=0.0, power=1.0
         )
-    return tf.keras.optimizers.Adam(learning_rate)
+    return tf.keras.optimizers.Adam(learning_rate, epsilon=hparams.adam_epsilon)
 
 
 def make_agent(

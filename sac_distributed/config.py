@@ -25,6 +25,9 @@ MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
 NETWORK_INITS = ("glorot", "torch")
+# The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
+# sac_agent.std_clip_transform and SB3's SAC actor use the same).
+POLICY_LOG_STD_RANGE = (-20.0, 2.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +97,17 @@ class Hyperparams:
     # actor's weights, avg = (1 - tau) * avg + tau * actor after every train step
     # (about the last 1/tau steps). SAC itself trains the actor as before. 0: off.
     policy_averaging_tau: float = 0.0
+    # Clip the actor's log std to POLICY_LOG_STD_RANGE before exp, as SB3 and
+    # TF-Agents' std_clip_transform do. False: TF-Agents' default, exp unclipped.
+    clip_policy_log_std: bool = False
+    # Adam's epsilon for the three optimizers (Keras' default 1e-7; PyTorch's,
+    # which SB3 trains with, is 1e-8).
+    adam_epsilon: float = 1e-7
+
+    @property
+    def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
+        """The bounds of the actor's log std, None where it is left unclipped."""
+        return POLICY_LOG_STD_RANGE if self.clip_policy_log_std else None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
@@ -137,7 +151,17 @@ class Hyperparams:
             f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
         )
         _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
-        for name in ("normalize_observations", "prioritized_replay", "wait_for_eval"):
+        _require(
+            _is_number(self.adam_epsilon) and self.adam_epsilon > 0,
+            f"adam_epsilon must be a number > 0 (Keras: 1e-7, PyTorch: 1e-8), "
+            f"got {self.adam_epsilon!r}.",
+        )
+        for name in (
+            "normalize_observations",
+            "prioritized_replay",
+            "wait_for_eval",
+            "clip_policy_log_std",
+        ):
             _require(
                 isinstance(getattr(self, name), bool),
                 f"{name} must be true or false, got {getattr(self, name)!r}.",

@@ -95,7 +95,13 @@ class EvalLoop:
         self._metrics = metrics
         self._should_stop = should_stop
         spec = env.action_spec()
-        self._policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, seed=config.seed)
+        self._policy = NumpyActorPolicy(
+            spec.minimum,
+            spec.maximum,
+            spec.shape,
+            seed=config.seed,
+            log_std_range=config.hparams.policy_log_std_range,
+        )
         self.results_path = paths.results_path(config.root_dir)
         self.results: List[EvalResult] = []
         # A learner that waits for each evaluation idles until this loop notices its weights.

@@ -14,7 +14,7 @@ with observation normalization it first applies the learner's statistics as
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -75,7 +75,10 @@ class NumpyActorPolicy:
         action_shape: Sequence[int],
         weights: Optional[List[np.ndarray]] = None,
         seed: Optional[int] = None,
+        log_std_range: Optional[Tuple[float, float]] = None,
     ):
+        """log_std_range: bounds the log std is clipped to before exp (the network's
+        std_clip_transform; Hyperparams.clip_policy_log_std), None: unclipped."""
         low = np.broadcast_to(np.asarray(action_minimum, np.float32), action_shape)
         high = np.broadcast_to(np.asarray(action_maximum, np.float32), action_shape)
         self._action_shape = tuple(action_shape)
@@ -85,6 +88,7 @@ class NumpyActorPolicy:
         self._low = low.reshape(-1)
         self._high = high.reshape(-1)
         self._rng = np.random.default_rng(seed)
+        self._log_std_range = log_std_range
         self._layers: List[tuple] = []
         self._normalization: Optional[ObservationNormalization] = None
         if weights is not None:
@@ -129,7 +133,7 @@ class NumpyActorPolicy:
         return mean, np.exp(log_std)
 
     def _forward(self, observations: np.ndarray) -> tuple:
-        """(mean, log std) views of the projection layer's output."""
+        """(mean, log std) of the projection layer's output, log std clipped if asked."""
         if self._normalization is not None:
             x = self._normalization.apply(observations)
         else:
@@ -141,7 +145,10 @@ class NumpyActorPolicy:
         kernel, bias = self._layers[-1]
         out = x @ kernel
         out += bias
-        return out[:, : self._action_dim], out[:, self._action_dim :]
+        log_std = out[:, self._action_dim :]
+        if self._log_std_range is not None:
+            np.clip(log_std, *self._log_std_range, out=log_std)
+        return out[:, : self._action_dim], log_std
 
     def action(self, observations: np.ndarray, greedy: bool = False) -> np.ndarray:
         """Samples (or, with greedy=True, takes the mode of) squashed actions."""

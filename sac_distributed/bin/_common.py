@@ -123,6 +123,15 @@ flags.DEFINE_float(
     "0: off. Else actors, the evaluator and exports get a Polyak average of the actor's "
     "weights, updated by this fraction every train step (0.001: about the last 1000 steps).",
 )
+flags.DEFINE_boolean(
+    "clip_policy_log_std",
+    None,
+    "Clip the actor's log std to [-20, 2] before exp (SB3's and TF-Agents' "
+    "std_clip_transform). Off: TF-Agents' default, unclipped.",
+)
+flags.DEFINE_float(
+    "adam_epsilon", None, "Adam's epsilon for every optimizer (Keras: 1e-7, PyTorch/SB3: 1e-8)."
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

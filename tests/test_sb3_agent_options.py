@@ -1,0 +1,126 @@
+"""--clip_policy_log_std and --adam_epsilon: the two SB3 agent details left to try."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import small_hparams
+from tf_agents.agents.sac import sac_agent
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import agent as agent_lib
+from sac_distributed import sac_learner
+from sac_distributed.config import POLICY_LOG_STD_RANGE
+from sac_distributed.errors import ConfigError
+from sac_distributed.policy import NumpyActorPolicy
+
+# Projection biases that put the log std of every action dimension at these values.
+LOG_STDS = (-30.0, 0.5, 5.0)
+
+
+def _agent_with_log_std(env_specs, log_std, **overrides):
+    """An agent whose actor outputs mean 0 and the given log std everywhere."""
+    agent = agent_lib.make_agent(env_specs, small_hparams(**overrides))
+    variables = sac_learner.policy_variables(agent)
+    for v in variables:
+        v.assign(tf.zeros_like(v))
+    action_dim = int(np.prod(env_specs.action.shape))
+    bias = np.concatenate([np.zeros(action_dim), np.full(action_dim, log_std)]).astype(np.float32)
+    variables[-1].assign(bias)
+    return agent, [v.numpy() for v in variables]
+
+
+def _tf_stddev(agent, env_specs):
+    obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
+    time_step = ts.restart(obs, batch_size=len(obs))
+    dist = agent.collect_policy.distribution(time_step).action.input_distribution
+    return dist.stddev().numpy()
+
+
+def _numpy_stddev(weights, env_specs, log_std_range):
+    spec = env_specs.action
+    policy = NumpyActorPolicy(
+        spec.minimum, spec.maximum, spec.shape, weights=weights, log_std_range=log_std_range
+    )
+    obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
+    return policy.distribution_params(obs)[1]
+
+
+def test_the_range_is_tf_agents_std_clip_transform():
+    x = tf.constant([-30.0, -20.0, 0.0, 2.0, 5.0])
+    expected = np.exp(np.clip(x.numpy(), *POLICY_LOG_STD_RANGE))
+    np.testing.assert_allclose(sac_agent.std_clip_transform(x).numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("log_std", LOG_STDS)
+def test_clipped_actor_and_numpy_policy_agree(env_specs, log_std):
+    hp = small_hparams(clip_policy_log_std=True)
+    agent, weights = _agent_with_log_std(env_specs, log_std, clip_policy_log_std=True)
+    expected = np.exp(np.clip(log_std, *POLICY_LOG_STD_RANGE))
+    tf_std = _tf_stddev(agent, env_specs)
+    np.testing.assert_allclose(tf_std, expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        _numpy_stddev(weights, env_specs, hp.policy_log_std_range), expected, rtol=1e-5
+    )
+
+
+def test_unclipped_is_the_default_and_leaves_a_large_log_std_alone(env_specs):
+    hp = small_hparams()
+    assert hp.clip_policy_log_std is False and hp.policy_log_std_range is None
+    agent, weights = _agent_with_log_std(env_specs, 5.0)
+    np.testing.assert_allclose(_tf_stddev(agent, env_specs), np.exp(5.0), rtol=1e-5)
+    np.testing.assert_allclose(_numpy_stddev(weights, env_specs, None), np.exp(5.0), rtol=1e-5)
+
+
+def test_clipped_samples_stay_near_the_mean(env_specs):
+    """Sampling (the actors' path) uses the clipped std: with log std 5 unclipped
+    nearly every action saturates at a bound, clipped to std e^2 far fewer do."""
+    hp = small_hparams(clip_policy_log_std=True)
+    _, weights = _agent_with_log_std(env_specs, 5.0, clip_policy_log_std=True)
+    spec = env_specs.action
+    obs = np.ones((4000,) + tuple(env_specs.observation.shape), np.float32)
+    saturated = {}
+    for name, log_std_range in (("clipped", hp.policy_log_std_range), ("raw", None)):
+        policy = NumpyActorPolicy(
+            spec.minimum, spec.maximum, spec.shape, weights, seed=0, log_std_range=log_std_range
+        )
+        actions = policy.action(obs)
+        saturated[name] = np.mean(np.abs(actions) > 0.99 * float(spec.maximum))
+    assert saturated["raw"] > 0.95
+    assert saturated["clipped"] < 0.8
+
+
+def test_the_averaged_policy_keeps_the_clip(env_specs):
+    hp = small_hparams(clip_policy_log_std=True, policy_averaging_tau=0.01)
+    agent, _ = _agent_with_log_std(env_specs, 5.0, clip_policy_log_std=True)
+    averager = agent_lib.PolicyAverager(agent._actor_network, env_specs, 0.01, None)  # noqa: SLF001
+    for v in averager.network.variables:
+        v.assign(tf.zeros_like(v))
+    action_dim = int(np.prod(env_specs.action.shape))
+    averager.network.variables[-1].assign(np.full(2 * action_dim, 5.0, np.float32))
+    obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
+    dist = averager.policy.distribution(ts.restart(obs, batch_size=4)).action
+    assert hp.policy_averaging_tau == 0.01
+    np.testing.assert_allclose(dist.input_distribution.stddev().numpy(), np.exp(2.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("epsilon", [1e-7, 1e-8])
+def test_every_optimizer_uses_adam_epsilon(env_specs, epsilon):
+    agent = agent_lib.make_agent(env_specs, small_hparams(adam_epsilon=epsilon))
+    optimizers = [
+        agent._actor_optimizer,  # noqa: SLF001
+        agent._critic_optimizer,  # noqa: SLF001
+        agent._alpha_optimizer,  # noqa: SLF001
+    ]
+    for optimizer in optimizers:
+        assert optimizer.epsilon == pytest.approx(epsilon)
+
+
+@pytest.mark.parametrize("bad", [0, -1e-8, "1e-8"])
+def test_a_bad_adam_epsilon_is_refused(bad):
+    with pytest.raises(ConfigError, match=r"adam_epsilon must be a number > 0 .*got"):
+        small_hparams(adam_epsilon=bad)
+
+
+def test_a_non_bool_clip_is_refused():
+    with pytest.raises(ConfigError, match="clip_policy_log_std must be true or false, got 'yes'"):
+        small_hparams(clip_policy_log_std="yes")
