@@ -13,13 +13,14 @@ from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tf_agents.agents.ddpg import critic_network
-from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
+from tf_agents.agents.sac import sac_agent
 from tf_agents.networks import actor_distribution_network, network
 from tf_agents.policies import actor_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
+from sac_distributed import squash
 from sac_distributed.config import Hyperparams
 from sac_distributed.normalization import NormalizedCriticNetwork, ObservationNormalizer
 
@@ -37,16 +38,16 @@ def make_actor_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network
     """The policy MLP with a tanh-squashed Gaussian head, as in the tutorial.
 
     With clip_policy_log_std the head's log std goes through TF-Agents' own
-    std_clip_transform (clip to [-20, 2], then exp) instead of a bare exp.
+    std_clip_transform (clip to [-20, 2], then exp) instead of a bare exp; with
+    squash_log_prob_epsilon > 0 its log-probability caps the tanh term (squash.py).
     """
     std_transform = sac_agent.std_clip_transform if hparams.clip_policy_log_std else tf.exp
     return actor_distribution_network.ActorDistributionNetwork(
         specs.observation,
         specs.action,
         fc_layer_params=hparams.actor_fc_layer_params,
-        continuous_projection_net=functools.partial(
-            tanh_normal_projection_network.TanhNormalProjectionNetwork,
-            std_transform=std_transform,
+        continuous_projection_net=squash.projection_network(
+            hparams.squash_log_prob_epsilon, std_transform
         ),
     )
 

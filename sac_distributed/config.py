@@ -103,6 +103,10 @@ class Hyperparams:
     # Adam's epsilon for the three optimizers (Keras' default 1e-7; PyTorch's,
     # which SB3 trains with, is 1e-8).
     adam_epsilon: float = 1e-7
+    # The policy's log-probability corrects for tanh with log(1 - tanh(u)^2 + eps).
+    # 0: TF-Agents' exact correction. SB3 adds 1e-6, which caps the entropy cost
+    # of a saturated action (about 13.8 nats per dimension at most).
+    squash_log_prob_epsilon: float = 0.0
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -155,6 +159,11 @@ class Hyperparams:
             _is_number(self.adam_epsilon) and self.adam_epsilon > 0,
             f"adam_epsilon must be a number > 0 (Keras: 1e-7, PyTorch: 1e-8), "
             f"got {self.adam_epsilon!r}.",
+        )
+        _require(
+            _is_number(self.squash_log_prob_epsilon) and 0 <= self.squash_log_prob_epsilon < 1,
+            "squash_log_prob_epsilon must be a number in [0, 1) (0: exact, as TF-Agents; "
+            f"SB3: 1e-6), got {self.squash_log_prob_epsilon!r}.",
         )
         for name in (
             "normalize_observations",

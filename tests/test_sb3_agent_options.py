@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import small_hparams
-from tf_agents.agents.sac import sac_agent
+from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import agent as agent_lib
@@ -124,3 +124,70 @@ def test_a_bad_adam_epsilon_is_refused(bad):
 def test_a_non_bool_clip_is_refused():
     with pytest.raises(ConfigError, match="clip_policy_log_std must be true or false, got 'yes'"):
         small_hparams(clip_policy_log_std="yes")
+
+
+# --squash_log_prob_epsilon: SB3's log(1 - tanh(u)^2 + 1e-6) in the policy's log-probability.
+
+
+def _log_pi_at(env_specs, mean, epsilon):
+    """SacAgent's own (action, log pi) for a policy at pre-tanh mean `mean`, std 1e-3."""
+    agent = agent_lib.make_agent(env_specs, small_hparams(squash_log_prob_epsilon=epsilon))
+    variables = sac_learner.policy_variables(agent)
+    for v in variables:
+        v.assign(tf.zeros_like(v))
+    action_dim = int(np.prod(env_specs.action.shape))
+    bias = np.concatenate([np.full(action_dim, mean), np.full(action_dim, np.log(1e-3))])
+    variables[-1].assign(bias.astype(np.float32))
+    obs = np.ones((8,) + tuple(env_specs.observation.shape), np.float32)
+    tf.random.set_seed(7)
+    actions, log_pi = agent._actions_and_log_probs(ts.restart(tf.constant(obs), batch_size=8))  # noqa: SLF001
+    return agent, actions.numpy(), log_pi.numpy()
+
+
+def test_zero_keeps_tf_agents_own_head(env_specs):
+    agent = agent_lib.make_agent(env_specs, small_hparams())
+    assert small_hparams().squash_log_prob_epsilon == 0.0
+    projection = agent._actor_network._projection_networks  # noqa: SLF001
+    assert type(projection) is tanh_normal_projection_network.TanhNormalProjectionNetwork
+
+
+@pytest.mark.parametrize("mean", [0.5, 8.0])
+def test_the_capped_log_prob_is_sb3s(env_specs, mean):
+    """Same draws, same actions; log pi differs by exactly the capped tanh term."""
+    _, exact_actions, exact = _log_pi_at(env_specs, mean, 0.0)
+    _, capped_actions, capped = _log_pi_at(env_specs, mean, 1e-6)
+    np.testing.assert_array_equal(capped_actions, exact_actions)
+    u = np.float64(mean)  # the draws sit within a few 1e-3 of the mean
+    exact_log_det = 2.0 * (np.log(2.0) - u - np.logaddexp(0.0, -2.0 * u))
+    # The capped term is computed from tanh in float32, as SB3's is; at u = 8
+    # float32 tanh is already 1, so the term is log(1e-6) itself.
+    tanh32 = np.float64(tf.tanh(tf.constant(mean, tf.float32)).numpy())
+    capped_log_det = np.log(1.0 - tanh32**2 + 1e-6)
+    action_dim = int(np.prod(env_specs.action.shape))
+    expected = -(capped_log_det - exact_log_det) * action_dim
+    np.testing.assert_allclose(capped - exact, expected, atol=0.02)
+    if mean > 5:  # saturated: the cap makes log pi smaller (0.8 nats at u = 8)
+        assert np.all(capped - exact < -0.5)
+
+
+def test_the_capped_head_trains_copies_and_exports(env_specs, tmp_path):
+    from tf_agents.policies import policy_saver
+
+    agent, _, _ = _log_pi_at(env_specs, 8.0, 1e-6)
+    averager = agent_lib.PolicyAverager(agent._actor_network, env_specs, 0.01)  # noqa: SLF001
+    assert type(averager.network._projection_networks) is type(  # noqa: SLF001
+        agent._actor_network._projection_networks  # noqa: SLF001
+    )
+    obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
+    saver = policy_saver.PolicySaver(agent.collect_policy, batch_size=None)
+    saver.save(str(tmp_path / "collect"))
+    loaded = tf.saved_model.load(str(tmp_path / "collect"))
+    action = loaded.action(ts.restart(tf.constant(obs), batch_size=4)).action.numpy()
+    assert action.shape == (4,) + tuple(env_specs.action.shape)
+    assert np.all(np.abs(action) <= float(env_specs.action.maximum))
+
+
+@pytest.mark.parametrize("bad", [-1e-6, 1.0, "1e-6"])
+def test_a_bad_squash_epsilon_is_refused(bad):
+    with pytest.raises(ConfigError, match=r"squash_log_prob_epsilon must be a number in \[0, 1\)"):
+        small_hparams(squash_log_prob_epsilon=bad)

@@ -133,6 +133,12 @@ flags.DEFINE_float(
     "adam_epsilon", None, "Adam's epsilon for every optimizer (Keras: 1e-7, PyTorch/SB3: 1e-8)."
 )
 flags.DEFINE_float(
+    "squash_log_prob_epsilon",
+    None,
+    "0: the policy's exact tanh log-probability (TF-Agents). SB3 uses 1e-6: "
+    "log(1 - tanh(u)^2 + eps), which caps the entropy cost of saturated actions.",
+)
+flags.DEFINE_float(
     "samples_per_insert",
     None,
     "Samples per inserted transition held by SampleToInsertRatio (0: MinSize, no ratio).",
