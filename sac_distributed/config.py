@@ -623,8 +623,9 @@ PRESETS: Mapping[str, Hyperparams] = {
     "MinitaurBulletEnv-v0": _TUTORIAL,
     "HalfCheetahBulletEnv-v0": _LOCOMOTION,
     # rl-baselines3-zoo's learning rate, gamma, tau and net sizes (not gSDE or the
-    # time feature): median greedy return at 100k env steps 609 over 3 seeds, against
-    # 271 with _LOCOMOTION (README Results; benchmarks/results/learning/).
+    # time feature): median greedy return at 100k env steps 674 over 6 seeds (609 over
+    # the first 3), against 271 with _LOCOMOTION over 3 (README Results;
+    # benchmarks/results/learning/).
     "AntBulletEnv-v0": dataclasses.replace(
         _LOCOMOTION,
         critic_learning_rate=7.3e-4,
