@@ -24,11 +24,12 @@ from tf_agents.specs import distribution_spec
 
 
 @functools.cache
-def _distribution_class(epsilon: float) -> type:
-    """A SquashToSpecNormal whose tanh log-det is log(1 - tanh(u)^2 + epsilon).
+def _capped_network_class(epsilon: float) -> type:
+    """TF-Agents' head whose distribution's tanh log-det is log(1 - tanh(u)^2 + epsilon).
 
-    Epsilon is a class attribute, not a constructor argument, so that TFP's
-    composite-tensor rebuild (type(d)(**d.parameters)) keeps it.
+    Epsilon is fixed in the classes, not passed to their constructors, so that
+    rebuilding an object from its constructor arguments (TFP's composite
+    tensors, Network.copy) keeps it. One class per epsilon.
     """
 
     class CappedTanh(tanh_bijector_stable.Tanh):
@@ -45,28 +46,23 @@ def _distribution_class(epsilon: float) -> type:
                 distribution=distribution, bijector=tfp.bijectors.Chain([affine, CappedTanh()])
             )
 
-    CappedSquashToSpecNormal.epsilon = epsilon
-    return CappedSquashToSpecNormal
+    class CappedTanhNormalProjectionNetwork(
+        tanh_normal_projection_network.TanhNormalProjectionNetwork
+    ):
+        """TF-Agents' head; only the distribution it builds differs."""
 
+        def _output_distribution_spec(self, sample_spec, network_name):
+            stock = super()._output_distribution_spec(sample_spec, network_name)
 
-class _CappedTanhNormalProjectionNetwork(
-    tanh_normal_projection_network.TanhNormalProjectionNetwork
-):
-    """TF-Agents' head; only the distribution it builds differs."""
+            def builder(*args, **kwargs):
+                normal = tfp.distributions.MultivariateNormalDiag(*args, **kwargs)
+                return CappedSquashToSpecNormal(normal, sample_spec)
 
-    squash_epsilon: float = 0.0  # set per subclass by projection_network
+            return distribution_spec.DistributionSpec(
+                builder, stock.input_params_spec, sample_spec=sample_spec
+            )
 
-    def _output_distribution_spec(self, sample_spec, network_name):
-        stock = super()._output_distribution_spec(sample_spec, network_name)
-        distribution_class = _distribution_class(self.squash_epsilon)
-
-        def builder(*args, **kwargs):
-            normal = tfp.distributions.MultivariateNormalDiag(*args, **kwargs)
-            return distribution_class(normal, sample_spec)
-
-        return distribution_spec.DistributionSpec(
-            builder, stock.input_params_spec, sample_spec=sample_spec
-        )
+    return CappedTanhNormalProjectionNetwork
 
 
 def projection_network(epsilon: float, std_transform: Callable = tf.exp) -> Callable:
@@ -74,18 +70,9 @@ def projection_network(epsilon: float, std_transform: Callable = tf.exp) -> Call
 
     epsilon 0 is TF-Agents' own head, untouched; above 0 the capped one.
     """
-    if epsilon == 0:
-        return functools.partial(
-            tanh_normal_projection_network.TanhNormalProjectionNetwork,
-            std_transform=std_transform,
-        )
-    return functools.partial(_capped_network_class(epsilon), std_transform=std_transform)
-
-
-@functools.cache
-def _capped_network_class(epsilon: float) -> type:
-    return type(
-        "CappedTanhNormalProjectionNetwork",
-        (_CappedTanhNormalProjectionNetwork,),
-        {"squash_epsilon": epsilon},
+    network_class = (
+        _capped_network_class(epsilon)
+        if epsilon
+        else tanh_normal_projection_network.TanhNormalProjectionNetwork
     )
+    return functools.partial(network_class, std_transform=std_transform)
