@@ -17,15 +17,21 @@ from sac_distributed.policy import NumpyActorPolicy
 LOG_STDS = (-30.0, 0.5, 5.0)
 
 
+def _set_head(variables, env_specs, mean, log_std):
+    """Actor weights whose output is (mean, log std) in every action dimension:
+    every weight 0, the projection layer's bias set."""
+    for v in variables:
+        v.assign(tf.zeros_like(v))
+    action_dim = int(np.prod(env_specs.action.shape))
+    bias = np.concatenate([np.full(action_dim, mean), np.full(action_dim, log_std)])
+    variables[-1].assign(bias.astype(np.float32))
+
+
 def _agent_with_log_std(env_specs, log_std, **overrides):
     """An agent whose actor outputs mean 0 and the given log std everywhere."""
     agent = agent_lib.make_agent(env_specs, small_hparams(**overrides))
     variables = sac_learner.policy_variables(agent)
-    for v in variables:
-        v.assign(tf.zeros_like(v))
-    action_dim = int(np.prod(env_specs.action.shape))
-    bias = np.concatenate([np.zeros(action_dim), np.full(action_dim, log_std)]).astype(np.float32)
-    variables[-1].assign(bias)
+    _set_head(variables, env_specs, 0.0, log_std)
     return agent, [v.numpy() for v in variables]
 
 
@@ -93,10 +99,7 @@ def test_the_averaged_policy_keeps_the_clip(env_specs):
     hp = small_hparams(clip_policy_log_std=True, policy_averaging_tau=0.01)
     agent, _ = _agent_with_log_std(env_specs, 5.0, clip_policy_log_std=True)
     averager = agent_lib.PolicyAverager(agent._actor_network, env_specs, 0.01, None)  # noqa: SLF001
-    for v in averager.network.variables:
-        v.assign(tf.zeros_like(v))
-    action_dim = int(np.prod(env_specs.action.shape))
-    averager.network.variables[-1].assign(np.full(2 * action_dim, 5.0, np.float32))
+    _set_head(averager.network.variables, env_specs, 5.0, 5.0)
     obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
     dist = averager.policy.distribution(ts.restart(obs, batch_size=4)).action
     assert hp.policy_averaging_tau == 0.01
@@ -132,12 +135,7 @@ def test_a_non_bool_clip_is_refused():
 def _log_pi_at(env_specs, mean, epsilon):
     """SacAgent's own (action, log pi) for a policy at pre-tanh mean `mean`, std 1e-3."""
     agent = agent_lib.make_agent(env_specs, small_hparams(squash_log_prob_epsilon=epsilon))
-    variables = sac_learner.policy_variables(agent)
-    for v in variables:
-        v.assign(tf.zeros_like(v))
-    action_dim = int(np.prod(env_specs.action.shape))
-    bias = np.concatenate([np.full(action_dim, mean), np.full(action_dim, np.log(1e-3))])
-    variables[-1].assign(bias.astype(np.float32))
+    _set_head(sac_learner.policy_variables(agent), env_specs, mean, np.log(1e-3))
     obs = np.ones((8,) + tuple(env_specs.observation.shape), np.float32)
     tf.random.set_seed(7)
     actions, log_pi = agent._actions_and_log_probs(ts.restart(tf.constant(obs), batch_size=8))  # noqa: SLF001
@@ -170,7 +168,7 @@ def test_the_capped_log_prob_is_sb3s(env_specs, mean):
         assert np.all(capped - exact < -0.5)
 
 
-def test_the_capped_head_trains_copies_and_exports(env_specs, tmp_path):
+def test_the_capped_head_is_copied_and_exported(env_specs, tmp_path):
     from tf_agents.policies import policy_saver
 
     agent, _, _ = _log_pi_at(env_specs, 8.0, 1e-6)
