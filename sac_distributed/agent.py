@@ -52,8 +52,45 @@ def make_actor_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network
     )
 
 
+class LayerNormCriticNetwork(network.Network):
+    """Q(s, a) on the concatenated observation and action, each hidden layer
+    Dense, LayerNormalization, ReLU; a linear output. Otherwise as TF-Agents'
+    CriticNetwork with joint layers only (Glorot-uniform kernels, zero biases)."""
+
+    def __init__(self, input_tensor_spec, joint_fc_layer_params, name: str = "CriticNetwork"):
+        super().__init__(input_tensor_spec=input_tensor_spec, state_spec=(), name=name)
+        if not joint_fc_layer_params:
+            raise ValueError("A layer-normalized critic needs at least one hidden layer.")
+        self._hidden = [
+            (
+                tf.keras.layers.Dense(units, kernel_initializer="glorot_uniform"),
+                tf.keras.layers.LayerNormalization(),
+            )
+            for units in joint_fc_layer_params
+        ]
+        self._value = tf.keras.layers.Dense(1, kernel_initializer="glorot_uniform")
+
+    def call(self, inputs, step_type=(), network_state=(), training=False):
+        observations, actions = inputs
+        joint = tf.concat(
+            [
+                tf.cast(tf.nest.flatten(observations)[0], tf.float32),
+                tf.cast(tf.nest.flatten(actions)[0], tf.float32),
+            ],
+            axis=1,
+        )
+        for dense, norm in self._hidden:
+            joint = tf.nn.relu(norm(dense(joint), training=training))
+        return tf.reshape(self._value(joint), [-1]), network_state
+
+
 def make_critic_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network:
-    """Q(s, a) on the concatenated observation and action, as in the tutorial."""
+    """Q(s, a) on the concatenated observation and action, as in the tutorial
+    (with critic_layer_norm: LayerNormCriticNetwork)."""
+    if hparams.critic_layer_norm:
+        return LayerNormCriticNetwork(
+            (specs.observation, specs.action), hparams.critic_joint_fc_layer_params
+        )
     return critic_network.CriticNetwork(
         (specs.observation, specs.action),
         observation_fc_layer_params=None,

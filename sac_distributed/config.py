@@ -107,6 +107,10 @@ class Hyperparams:
     # 0: TF-Agents' exact correction. SB3 adds 1e-6, which caps the entropy cost
     # of a saturated action (about 13.8 nats per dimension at most).
     squash_log_prob_epsilon: float = 0.0
+    # Layer normalization in the critics' hidden layers (Dense, LayerNorm, ReLU),
+    # which bounds the features Q is read from (Ball et al. 2023, RLPD). False:
+    # TF-Agents' CriticNetwork, plain Dense and ReLU.
+    critic_layer_norm: bool = False
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -170,6 +174,7 @@ class Hyperparams:
             "prioritized_replay",
             "wait_for_eval",
             "clip_policy_log_std",
+            "critic_layer_norm",
         ):
             _require(
                 isinstance(getattr(self, name), bool),

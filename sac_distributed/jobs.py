@@ -34,6 +34,7 @@ CHECKPOINT_BOUND_HPARAMS = (
     "critic_joint_fc_layer_params",
     "transitions_per_item",
     "normalize_observations",
+    "critic_layer_norm",
 )
 StopFn = Callable[[], bool]
 

@@ -20,6 +20,7 @@ SMALL_FLAGS = [
     "--connect_timeout=600",
 ]
 WIDER = ["--actor_fc_layer_params=32,32", "--critic_joint_fc_layer_params=32,32"]
+SAME_SIZES = ["--actor_fc_layer_params=16,16", "--critic_joint_fc_layer_params=16,16"]
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +42,14 @@ def _wider_server(new_server) -> str:
     return f"localhost:{new_server(small_hparams(**wide)).port}"
 
 
-def _learner(root: str, address: str):
+def _learner(root: str, address: str, flags=tuple(WIDER)):
     return run(
         "learner",
         f"--root_dir={root}",
         f"--replay_buffer_server_address={address}",
         f"--variable_container_server_address={address}",
         *SMALL_FLAGS,
-        *WIDER,
+        *flags,
         timeout_s=DEADLINE_S,
     )
 
@@ -66,6 +67,22 @@ def test_other_network_sizes_are_named_and_nothing_is_written(trained_root, new_
     ], result.stderr[-3000:]  # the only line on the screen: no TF warnings above it
     with open(info_path) as f:
         assert f.read() == info_before  # run_info.json keeps the checkpoint's settings
+
+
+def test_another_critic_is_refused_by_name(trained_root, new_server):
+    """A layer-normalized critic cannot resume a plain one's checkpoint (nor the reverse)."""
+    server = new_server()
+    try:
+        result = _learner(
+            trained_root, f"localhost:{server.port}", [*SAME_SIZES, "--critic_layer_norm"]
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: The checkpoint in {trained_root} has critic_layer_norm=false, you asked true. "
+        "Pass the checkpoint's values to resume it, or use a new --root_dir for new settings."
+    ], result.stderr[-3000:]
 
 
 def test_without_run_info_the_restore_says_other_network_sizes(trained_root, new_server, tmp_path):

@@ -138,6 +138,12 @@ flags.DEFINE_float(
     "0: the policy's exact tanh log-probability (TF-Agents). SB3 uses 1e-6: "
     "log(1 - tanh(u)^2 + eps), which caps the entropy cost of saturated actions.",
 )
+flags.DEFINE_boolean(
+    "critic_layer_norm",
+    None,
+    "Normalize each critic hidden layer (Dense, LayerNorm, ReLU). Off: TF-Agents' "
+    "CriticNetwork (Dense, ReLU).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
