@@ -650,7 +650,8 @@ PRESETS: Mapping[str, Hyperparams] = {
     # -1 with it (8), tau 0.01 with actor lr 3e-4 (7; with a linear learning-rate
     # decay, 6), the linear decay alone (7), observation normalization (7), PyTorch's
     # network start (7), policy averaging with tau 0.005 (8; 14 of 20) and that
-    # averaging with PER (6; with target entropy -1 too, 7) held no more often than this;
+    # averaging with PER (6; with target entropy -1 too, 7) held no more often than this,
+    # and layer-normalized critics held less (3);
     # over 5 seeds, 0.5 or 2 SGD steps per env step (0, 1), target entropy -3 (3),
     # tau 0.02 (1) and 256x256 nets (0) did worse (README Results;
     # benchmarks/results/learning/).
