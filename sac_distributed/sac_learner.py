@@ -118,6 +118,7 @@ class SacLearner:
         self._specs = specs
         self._root_dir = root_dir
         self._rows_per_item = hparams.transitions_per_item
+        self._critic_layer_norm = hparams.critic_layer_norm
         self._beta = hparams.importance_sampling_exponent
         self.strategy = strategy
         if seed is not None:
@@ -413,6 +414,7 @@ class SacLearner:
         for path in candidates:
             self._check_normalization_matches(path)
             self._check_averaging_matches(path)
+            self._check_critic_matches(path)
             try:
                 self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as error:  # any unreadable file; an older one restores in full
@@ -475,6 +477,23 @@ class SacLearner:
             "averaged policy for --policy_averaging_tau to go on from. Pass "
             "--policy_averaging_tau=0 to resume this run as it was trained, or use a new "
             "root_dir."
+        )
+
+    def _check_critic_matches(self, path: str) -> None:
+        """Refuses a checkpoint of the other critic (with or without layer norm).
+
+        Restoring would fail on every checkpoint alike and read as damage.
+        """
+        try:
+            layer_norm = _checkpoint_has_layer_norm_critic(path)
+        except Exception:  # an unreadable index: restore() reports it, then falls back
+            return
+        if layer_norm is None or layer_norm == self._critic_layer_norm:
+            return
+        raise CheckpointError(
+            f"The checkpoint {path} was written with critic_layer_norm={layer_norm}, but "
+            f"this learner runs with critic_layer_norm={not layer_norm}. Pass "
+            f"--critic_layer_norm={str(layer_norm).lower()} to resume it, or use a new root_dir."
         )
 
 
@@ -630,6 +649,18 @@ def _checkpoint_holds(path: str, attribute: str) -> bool:
     (e.g. "normalizer": observation statistics; "averaged_actor": an averaged policy)."""
     prefix = f"{attribute}/"
     return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
+
+
+def _checkpoint_has_layer_norm_critic(path: str) -> Optional[bool]:
+    """Whether the checkpoint's first critic is a LayerNormCriticNetwork (its
+    layers are tracked as `_hidden`; TF-Agents' CriticNetwork's as
+    `_joint_layers`); None when it holds no critic."""
+    names = [
+        n for n, _ in tf.train.list_variables(path) if n.startswith("agent/_critic_network_1/")
+    ]
+    if not names:
+        return None
+    return any("/_hidden/" in n for n in names)
 
 
 def _checkpoints_newest_first(manager: tf.train.CheckpointManager) -> List[str]:

@@ -6,7 +6,7 @@ import tensorflow as tf
 from conftest import small_hparams
 
 from sac_distributed import agent as agent_lib
-from sac_distributed.errors import ConfigError
+from sac_distributed.errors import CheckpointError, ConfigError
 from sac_distributed.normalization import ObservationNormalizer
 
 
@@ -110,6 +110,32 @@ def test_training_moves_the_norms_and_checkpoints_them(
     path = loop.learner.latest_checkpoint
     key = "agent/_critic_network_1/_hidden/0/1/gamma/.ATTRIBUTES/VARIABLE_VALUE"
     np.testing.assert_array_equal(tf.train.load_variable(path, key), gammas[0])
+
+
+@pytest.mark.parametrize("written_with", [False, True])
+def test_a_checkpoint_of_the_other_critic_is_refused_by_name(
+    make_learner, make_learner_config, written_with
+):
+    """Below run_info.json's check (an older run without it): the learner itself
+    names the option, where the failed restore would read as damage."""
+    first = make_learner(make_learner_config({"critic_layer_norm": written_with}))
+    assert first.learner.save_checkpoint()
+    path = first.learner.latest_checkpoint
+    with pytest.raises(CheckpointError) as error:
+        make_learner(make_learner_config({"critic_layer_norm": not written_with}))
+    assert str(error.value) == (
+        f"The checkpoint {path} was written with critic_layer_norm={written_with}, but this "
+        f"learner runs with critic_layer_norm={not written_with}. Pass "
+        f"--critic_layer_norm={str(written_with).lower()} to resume it, or use a new root_dir."
+    )
+    # Nothing was touched: the same setting still restores it, weights and all.
+    again = make_learner(make_learner_config({"critic_layer_norm": written_with}))
+    for before, after in zip(_critic_weights(first), _critic_weights(again)):
+        np.testing.assert_array_equal(before, after)
+
+
+def _critic_weights(loop):
+    return [v.numpy() for v in loop.learner.agent._critic_network_1.variables]  # noqa: SLF001
 
 
 def test_a_non_bool_is_refused():

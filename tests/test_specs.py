@@ -203,3 +203,36 @@ def test_pybullet_pole_endings_reach_the_critic_as_they_happened():
         assert steps < 100 and discount == 0.0
     finally:
         env.close()
+
+
+def test_a_pybullet_walker_steps_as_gym_makes_it():
+    """specs.load_env (TF-Agents' suite, then the discount fix) changes nothing else:
+    the observations, rewards and endings of gym.make's env, which SB3 trains on."""
+    import gym
+
+    name, seed = "Walker2DBulletEnv-v0", 3
+    ours = specs_lib.load_env(name, seed=seed)
+    theirs = gym.make(name)
+    theirs.seed(seed)
+    rng = np.random.default_rng(0)
+    endings = 0
+    try:
+        time_step = ours.reset()
+        np.testing.assert_array_equal(time_step.observation, theirs.reset())
+        for _ in range(400):
+            action = rng.uniform(-1, 1, 6).astype(np.float32)
+            time_step = ours.step(action)
+            if time_step.is_first():  # the auto-reset after an ending; the action is unused
+                np.testing.assert_array_equal(time_step.observation, theirs.reset())
+                continue
+            observation, reward, done, info = theirs.step(action)
+            np.testing.assert_allclose(time_step.observation, observation, rtol=0, atol=1e-6)
+            assert float(time_step.reward) == pytest.approx(reward, abs=1e-5)
+            assert time_step.is_last() == done
+            if done:
+                endings += 1
+                assert float(time_step.discount) == 0.0  # a fall: terminal for the critic
+    finally:
+        ours.close()
+        theirs.close()
+    assert endings >= 5  # random actions topple the walker within a few dozen steps
