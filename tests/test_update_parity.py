@@ -40,6 +40,7 @@ def _inputs(env_specs, hp, steps=3, seed=0):
 
 def test_the_noise_goes_to_each_sample_in_sb3s_order(env_specs):
     hp = small_hparams()
+    tf.random.set_seed(0)
     agent = agent_lib.make_agent(env_specs, hp)
     inputs = _inputs(env_specs, hp)
     noise = update_parity.FixedNoise(agent, inputs)
@@ -47,7 +48,7 @@ def test_the_noise_goes_to_each_sample_in_sb3s_order(env_specs):
     obs = inputs["observations"][1]
     time_step = ts.restart(tf.constant(obs), batch_size=len(obs))
     dist = agent._policy.distribution(time_step).action.input_distribution  # noqa: SLF001
-    mean, std = dist.loc.numpy(), dist.stddev().numpy()
+    mean, std = dist.loc.numpy().astype(np.float64), dist.stddev().numpy().astype(np.float64)
     low, high = env_specs.action.minimum, env_specs.action.maximum
     # critic loss (next observations), actor loss, temperature loss
     for name in ("noise_next_observations", "noise_observations", "noise_observations"):
@@ -57,7 +58,9 @@ def test_the_noise_goes_to_each_sample_in_sb3s_order(env_specs):
         np.testing.assert_allclose(actions.numpy(), expected, rtol=1e-5, atol=1e-5)
         # log pi of a tanh-squashed Gaussian, scaled to the bounds, from u itself
         gaussian = -0.5 * ((u - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)
-        jacobian = np.log((high - low) / 2 * (1 - np.tanh(u) ** 2))
+        # log(1 - tanh(u)^2) in a form that stays exact where tanh(u) rounds to 1
+        log_sech2 = 2 * (np.log(2) - np.abs(u) - np.log1p(np.exp(-2 * np.abs(u))))
+        jacobian = np.log((high - low) / 2) + log_sech2
         np.testing.assert_allclose(
             log_pi.numpy(), (gaussian - jacobian).sum(-1), rtol=1e-4, atol=1e-4
         )
