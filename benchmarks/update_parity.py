@@ -37,6 +37,7 @@ import sys
 import tempfile
 from typing import Dict, List, Optional
 
+import learning
 import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import policy_step, trajectory
@@ -76,18 +77,26 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 
 
 def hyperparams(env_name: str, flags: str) -> config_lib.Hyperparams:
-    """The preset of `env_name` with `--name=value` flags applied (values as JSON or text)."""
-    overrides = {}
-    for flag in shlex.split(flags):
-        name, _, value = flag.lstrip("-").partition("=")
-        if not value:
-            overrides[name] = True
-            continue
-        try:
-            overrides[name] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[name] = tuple(int(v) for v in value.split(",")) if "," in value else value
-    return config_lib.hyperparams_for(env_name, overrides)
+    """The preset of `env_name` with `--name=value` flags applied, as learning.py
+    applies a variant's; a flag that names no hyperparameter is refused."""
+    given = shlex.split(flags)
+    names = {f.name for f in dataclasses.fields(config_lib.Hyperparams)}
+    unknown = [f for f in given if f.lstrip("-").partition("=")[0].removeprefix("no") not in names]
+    if unknown:
+        raise SystemExit(f"--flags: {' '.join(unknown)} set no hyperparameter.")
+    return learning.resolved_hparams(env_name, given)
+
+
+def check_unit_action_bounds(specs, env_name: str) -> None:
+    """SB3 trains on actions rescaled to [-1, 1], ours on the env's own; their updates
+    are the same computation only where the two coincide (every pybullet env)."""
+    low, high = specs.action.minimum, specs.action.maximum
+    if not (np.all(low == -1.0) and np.all(high == 1.0)):
+        raise SystemExit(
+            f"{env_name}'s actions lie in [{np.min(low)}, {np.max(high)}], and SB3 rescales "
+            "them to [-1, 1] before its critics see them, so the two updates would differ "
+            "by that scale. Use an env whose action bounds are [-1, 1] (any pybullet env)."
+        )
 
 
 def make_inputs(specs, hp, args) -> Dict[str, np.ndarray]:
@@ -290,6 +299,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     tf.config.run_functions_eagerly(False)
     hp = hyperparams(args.env_name, args.flags)
     specs = specs_lib.specs_for(args.env_name)
+    check_unit_action_bounds(specs, args.env_name)
     action_dim = int(np.prod(specs.action.shape))
     target_entropy = -action_dim / 2.0 if hp.target_entropy is None else hp.target_entropy
     inputs = make_inputs(specs, hp, args)

@@ -31,6 +31,15 @@ def test_flags_apply_to_the_preset():
     assert hp.actor_fc_layer_params == (32, 32)
     assert hp.network_init == "torch"
     assert hp.transitions_per_item == 8  # the rest is the walkers' preset
+    with pytest.raises(SystemExit, match="--flags: --clip_log_std set no hyperparameter"):
+        update_parity.hyperparams("Walker2DBulletEnv-v0", "--clip_log_std --gamma=0.9")
+
+
+def test_an_env_with_other_action_bounds_is_refused(env_specs):
+    with pytest.raises(SystemExit, match=r"Pendulum-v1's actions lie in \[-2.0, 2.0\]"):
+        update_parity.check_unit_action_bounds(env_specs, "Pendulum-v1")
+    walker = update_parity.specs_lib.specs_for("Walker2DBulletEnv-v0")
+    update_parity.check_unit_action_bounds(walker, "Walker2DBulletEnv-v0")  # [-1, 1]: fine
 
 
 def _inputs(env_specs, hp, steps=3, seed=0):
