@@ -70,6 +70,30 @@ def _target_entropy(hp: dict, action_dim: int) -> float:
     return -action_dim / 2.0 if value is None else float(value)
 
 
+def agent_kwargs(hp: dict, action_dim: int) -> dict:
+    """SB3 SAC's arguments that shape its updates, from our hparams: the learning
+    rate (one for all three; ours must agree), batch size, tau, gamma, target
+    update interval, temperature (learned, from 1) and its target, network sizes."""
+    lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
+    if len(lrs) != 1:
+        raise SystemExit(f"SB3 SAC has one learning rate; these hparams have {sorted(lrs)}.")
+    return dict(
+        learning_rate=lrs.pop(),
+        batch_size=hparam(hp, "batch_size"),
+        tau=hparam(hp, "target_update_tau"),
+        gamma=hparam(hp, "gamma"),
+        target_update_interval=hparam(hp, "target_update_period"),
+        ent_coef="auto_1.0",
+        target_entropy=_target_entropy(hp, action_dim),
+        policy_kwargs=dict(
+            net_arch=dict(
+                pi=list(hparam(hp, "actor_fc_layer_params")),
+                qf=list(hparam(hp, "critic_joint_fc_layer_params")),
+            )
+        ),
+    )
+
+
 def evaluate(model, env, episodes: int) -> tuple:
     """Greedy returns and lengths of `episodes` full episodes."""
     returns: List[float] = []
@@ -111,34 +135,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     # SAC_BENCH_TORCH_THREADS gives SB3 more when it has the machine to itself.
     torch.set_num_threads(torch_threads(os.environ.get("SAC_BENCH_TORCH_THREADS", "1")))
     hp = args.hparams
-    lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
-    if len(lrs) != 1:
-        raise SystemExit(f"SB3 SAC has one learning rate; these hparams have {sorted(lrs)}.")
     env, eval_env = make_env(args.env_name, args.seed), make_env(args.env_name, args.seed + 10_000)
     action_dim = int(np.prod(env.action_space.shape))
     model = SAC(
         "MlpPolicy",
         env,
-        learning_rate=lrs.pop(),
         buffer_size=hparam(hp, "replay_buffer_capacity"),
         learning_starts=hparam(hp, "initial_collect_steps"),
-        batch_size=hparam(hp, "batch_size"),
-        tau=hparam(hp, "target_update_tau"),
-        gamma=hparam(hp, "gamma"),
         train_freq=1,
         gradient_steps=max(1, int(round(args.utd))),
-        target_update_interval=hparam(hp, "target_update_period"),
-        ent_coef="auto_1.0",
-        target_entropy=_target_entropy(hp, action_dim),
-        policy_kwargs=dict(
-            net_arch=dict(
-                pi=list(hparam(hp, "actor_fc_layer_params")),
-                qf=list(hparam(hp, "critic_joint_fc_layer_params")),
-            )
-        ),
         seed=args.seed,
         device="cpu",
         verbose=0,
+        **agent_kwargs(hp, action_dim),
     )
     writer = ResultsWriter(args.results)
     episodes = episode_log(args)

@@ -117,12 +117,11 @@ def make_inputs(specs, hp, args) -> Dict[str, np.ndarray]:
     }
 
 
-def run_sb3(inputs, hp, target_entropy, args, work: str) -> Dict[str, np.ndarray]:
+def run_sb3(inputs, hp, args, work: str) -> Dict[str, np.ndarray]:
     path_in, path_out = os.path.join(work, "inputs.npz"), os.path.join(work, "sb3.npz")
     np.savez(
         path_in,
         hparams_json=json.dumps(dataclasses.asdict(hp)),
-        target_entropy=target_entropy,
         seed=args.seed,
         marks=np.asarray(args.marks),
         **inputs,
@@ -296,15 +295,12 @@ def print_losses(losses: dict) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    tf.config.run_functions_eagerly(False)
     hp = hyperparams(args.env_name, args.flags)
     specs = specs_lib.specs_for(args.env_name)
     check_unit_action_bounds(specs, args.env_name)
-    action_dim = int(np.prod(specs.action.shape))
-    target_entropy = -action_dim / 2.0 if hp.target_entropy is None else hp.target_entropy
     inputs = make_inputs(specs, hp, args)
     with tempfile.TemporaryDirectory() as work:
-        sb3 = run_sb3(inputs, hp, target_entropy, args, work)
+        sb3 = run_sb3(inputs, hp, args, work)
     start = sb3_as_keras(sb3, "start/")
     reference = {m: sb3_as_keras(sb3, f"step{m}/") for m in args.marks}
     ours = run_ours(specs, hp, inputs, start, args.marks)

@@ -2,7 +2,8 @@
 
 Runs in the SB3 virtualenv (`make bench-sb3`). Reads an .npz written by
 update_parity.py (batches, the Gaussian noise of every action sample, the
-hyperparameters as JSON), builds SB3 SAC with those hyperparameters, and calls
+hyperparameters as JSON), builds SB3 SAC with those hyperparameters as the
+learning benchmark's SB3 peer maps them (peer_sb3.agent_kwargs), and calls
 its `train(gradient_steps=1)` once per batch, with the replay's `sample` and
 torch's Normal `rsample` replaced so that both see exactly the given data and
 noise. Writes its starting weights, its weights at the marks and every step's
@@ -17,6 +18,7 @@ import sys
 from typing import Dict, List, Optional
 
 import numpy as np
+from peer_sb3 import agent_kwargs
 
 
 def _net_weights(prefix: str, modules) -> Dict[str, np.ndarray]:
@@ -77,20 +79,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     steps, obs_dim, action_dim = obs.shape[0], obs.shape[-1], act.shape[-1]
     torch.manual_seed(int(data["seed"]))
     model = SAC(
-        "MlpPolicy",
-        _dummy_env(obs_dim, action_dim),
-        learning_rate=hp["critic_learning_rate"],
-        batch_size=obs.shape[1],
-        tau=hp["target_update_tau"],
-        gamma=hp["gamma"],
-        ent_coef="auto_1.0",
-        target_entropy=float(data["target_entropy"]),
-        policy_kwargs=dict(
-            net_arch=dict(
-                pi=list(hp["actor_fc_layer_params"]), qf=list(hp["critic_joint_fc_layer_params"])
-            )
-        ),
-        device="cpu",
+        "MlpPolicy", _dummy_env(obs_dim, action_dim), device="cpu", **agent_kwargs(hp, action_dim)
     )
     model.set_logger(configure(None, []))
     start = weights(model)
@@ -120,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     losses = np.zeros((steps, 3), np.float64)
     for k in range(steps):
         step["k"] = k
-        model.train(gradient_steps=1, batch_size=obs.shape[1])
+        model.train(gradient_steps=1, batch_size=model.batch_size)
         values = model.logger.name_to_value
         losses[k] = [
             values["train/critic_loss"],
