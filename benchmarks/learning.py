@@ -9,7 +9,9 @@ Each run trains to an env-step budget and leaves the evaluator's results.csv
          and --wait_for_eval, so that every --eval_every mark is evaluated as in
          the one-process peers (--async_eval: the evaluator skips marks when busy);
   stock  the TF-Agents SAC tutorial loop in one process (peer_stock.py);
-  sb3    Stable-Baselines3 SAC on torch (peer_sb3.py, its own virtualenv).
+  sb3    Stable-Baselines3 SAC on torch (peer_sb3.py, its own virtualenv);
+  sb3loop  TF-Agents' SacAgent (ours) inside SB3's training loop (peer_sb3loop.py):
+         the hybrid that splits the update from the data path.
 
 All three get the same preset hyperparameters (plus --common_flags); a
 variant (`--variants="k1=--transitions_per_item=1;lag100=..."`) adds flags to
@@ -46,7 +48,7 @@ sys.path.insert(0, _HERE)
 import learning_report  # noqa: E402
 from bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
 
-SYSTEMS = ("ours", "stock", "sb3")
+SYSTEMS = ("ours", "stock", "sb3", "sb3loop")
 DEFAULT_OUT = os.path.join(_HERE, "results", "learning")
 DEFAULT_SB3_PYTHON = os.path.join(_HERE, ".venv-sb3", "bin", "python")
 RUN_FILE = "run.json"
@@ -149,12 +151,12 @@ def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[s
     hp = resolved_hparams(spec.env_name, budget.common_flags)
     if spec.system == "ours":
         return _ours_command(spec, budget, hp, work)
-    script = {"stock": "peer_stock.py", "sb3": "peer_sb3.py"}[spec.system]
-    python = sys.executable if spec.system == "stock" else sb3_python
+    script = {"stock": "peer_stock.py", "sb3": "peer_sb3.py", "sb3loop": "peer_sb3loop.py"}
+    python = sb3_python if spec.system == "sb3" else sys.executable
     return [
         python,
         "-u",
-        os.path.join(_HERE, script),
+        os.path.join(_HERE, script[spec.system]),
         f"--env_name={spec.env_name}",
         f"--seed={spec.seed}",
         f"--env_steps={budget.env_steps}",
@@ -446,6 +448,7 @@ PEER_UNSUPPORTED = (
     "prioritized_replay",
     "learning_rate_schedule",
     "policy_averaging_tau",
+    "normalize_observations",
 )
 
 

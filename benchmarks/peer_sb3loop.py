@@ -1,0 +1,196 @@
+"""Hybrid peer of the learning benchmark: TF-Agents' SacAgent inside SB3's training loop.
+
+SB3 SAC leads both TF-Agents loops (ours and the stock tutorial loop) early on
+Walker2D and Ant, while update_parity.py shows that one update is the same in
+both libraries. This runner splits the learning from the data: the update is
+our `SacAgent` (agent.make_agent, as the learner builds it, trained with its
+`_train` as the learner calls it), and everything around it is SB3's loop,
+step for step:
+
+  - the env is `gym.make(env_name)`, seeded as the SB3 peer seeds it; an
+    episode's end is terminal only when gym's time limit did not cut it
+    (SB3's `dones * (1 - timeouts)`), and a cut episode keeps its last
+    observation as the next one;
+  - the first `initial_collect_steps` actions are uniform in the action space;
+    after that, actions are sampled from the current actor (no lag: the NumPy
+    policy gets the weights after every update);
+  - replay is a flat array of single transitions, sampled uniformly with
+    replacement (SB3's `ReplayBuffer.sample`);
+  - one env step, then `utd` updates once more than `initial_collect_steps`
+    steps have been taken (SB3's `num_timesteps > learning_starts`);
+  - evaluation: greedy (tanh of the mean) episodes on a second env seeded
+    seed + 10000, at the SB3 peer's marks.
+
+So if this runner learns like SB3, what holds the TF-Agents loops back is in
+their data path; if it trails like them, it is in the agent or the policy.
+"""
+
+from __future__ import annotations
+
+import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imported)
+
+# isort: split
+
+import sys
+from typing import List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from peer_common import ResultsWriter, episode_log, parse_args
+from tf_agents.trajectories import policy_step, trajectory
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import agent as agent_lib
+from sac_distributed import config as config_lib
+from sac_distributed import policy as policy_lib
+from sac_distributed import sac_learner
+from sac_distributed import specs as specs_lib
+
+EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
+
+
+class GymEnv:
+    """`gym.make(env_name)` as the SB3 peer wraps it: float32 observations, and
+    (terminated, truncated) apart, from gym's TimeLimit.truncated flag."""
+
+    def __init__(self, env_name: str, seed: int):
+        import gym
+
+        if "Bullet" in env_name:
+            import pybullet_envs  # noqa: F401  (registers the pybullet ids with gym)
+        self.env = gym.make(env_name)
+        self.env.seed(seed)
+
+    def reset(self) -> np.ndarray:
+        return np.asarray(self.env.reset(), np.float32)
+
+    def step(self, action: np.ndarray) -> Tuple[np.ndarray, float, bool, bool]:
+        obs, reward, done, info = self.env.step(action)
+        truncated = bool(info.get("TimeLimit.truncated", False))
+        return np.asarray(obs, np.float32), float(reward), done and not truncated, truncated
+
+
+class UniformReplay:
+    """One-step transitions in flat arrays, sampled uniformly with replacement."""
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int, seed: int):
+        self.observations = np.zeros((capacity, obs_dim), np.float32)
+        self.next_observations = np.zeros((capacity, obs_dim), np.float32)
+        self.actions = np.zeros((capacity, action_dim), np.float32)
+        self.rewards = np.zeros(capacity, np.float32)
+        self.dones = np.zeros(capacity, np.float32)
+        self.capacity, self.size, self._next = capacity, 0, 0
+        self._rng = np.random.default_rng(seed)
+
+    def add(self, obs, action, reward: float, next_obs, terminated: bool) -> None:
+        i = self._next
+        self.observations[i], self.actions[i], self.rewards[i] = obs, action, reward
+        self.next_observations[i], self.dones[i] = next_obs, float(terminated)
+        self._next = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch_size: int) -> Tuple[np.ndarray, ...]:
+        idx = self._rng.integers(0, self.size, size=batch_size)
+        return (
+            self.observations[idx],
+            self.actions[idx],
+            self.rewards[idx],
+            self.dones[idx],
+            self.next_observations[idx],
+        )
+
+
+def as_transition(obs, action, reward, done, next_obs) -> trajectory.Transition:
+    """A batch of one-step transitions as SacAgent trains on them: discount 0 at a
+    terminal step, 1 otherwise (a time-limit cut bootstraps)."""
+    n = tf.shape(obs)[0]
+    first = ts.TimeStep(tf.fill([n], ts.StepType.MID), tf.zeros([n]), tf.ones([n]), obs)
+    step_type = tf.where(done > 0, ts.StepType.LAST, ts.StepType.MID)
+    second = ts.TimeStep(step_type, reward, 1.0 - done, next_obs)
+    return trajectory.Transition(first, policy_step.PolicyStep(action, (), ()), second)
+
+
+def make_update(agent, obs_dim: int, action_dim: int):
+    """One SacAgent update on a batch of arrays, traced once."""
+    vec = lambda d: tf.TensorSpec([None, d], tf.float32)  # noqa: E731
+    one = tf.TensorSpec([None], tf.float32)
+
+    @tf.function(input_signature=[vec(obs_dim), vec(action_dim), one, one, vec(obs_dim)])
+    def update(obs, action, reward, done, next_obs):
+        info = agent._train(as_transition(obs, action, reward, done, next_obs), weights=None)  # noqa: SLF001
+        return info.loss
+
+    return update
+
+
+def evaluate(policy: policy_lib.NumpyActorPolicy, env: GymEnv, episodes: int):
+    """Greedy returns and lengths of `episodes` full episodes."""
+    returns: List[float] = []
+    lengths: List[float] = []
+    for _ in range(episodes):
+        obs, total, length, done = env.reset(), 0.0, 0, False
+        while not done:
+            action = policy.action(obs[None], greedy=True)[0]
+            obs, reward, terminated, truncated = env.step(action)
+            total += reward
+            length += 1
+            done = terminated or truncated
+        returns.append(total)
+        lengths.append(length)
+    return returns, lengths
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv, __doc__.split("\n\n")[0])
+    hp = config_lib.Hyperparams(**args.hparams)
+    tf.random.set_seed(args.seed)
+    env = GymEnv(args.env_name, args.seed)
+    eval_env = GymEnv(args.env_name, args.seed + EVAL_SEED_OFFSET)
+    specs = specs_lib.specs_for(args.env_name)
+    agent = agent_lib.make_agent(specs, hp)
+    obs_dim = int(np.prod(specs.observation.shape))
+    action_dim = int(np.prod(specs.action.shape))
+    update = make_update(agent, obs_dim, action_dim)
+    actor_variables = sac_learner.policy_variables(agent)
+    policy = policy_lib.NumpyActorPolicy(
+        specs.action.minimum,
+        specs.action.maximum,
+        (action_dim,),
+        seed=args.seed,
+        log_std_range=hp.policy_log_std_range,
+    )
+    replay = UniformReplay(
+        min(hp.replay_buffer_capacity, args.env_steps), obs_dim, action_dim, args.seed
+    )
+    writer, episodes = ResultsWriter(args.results), episode_log(args)
+    start, updates = hp.initial_collect_steps, max(1, int(round(args.utd)))
+    trained = 0
+    obs, episode_return, episode_length = env.reset(), 0.0, 0
+    for steps in range(1, args.env_steps + 1):
+        if steps <= start:
+            action = policy.random_action(1)[0]
+        else:
+            action = policy.action(obs[None])[0]
+        next_obs, reward, terminated, truncated = env.step(action)
+        replay.add(obs, action, reward, next_obs, terminated)
+        episode_return, episode_length = episode_return + reward, episode_length + 1
+        obs = next_obs
+        if terminated or truncated:
+            if episodes is not None:
+                episodes.append(steps, episode_return, episode_length)
+            obs, episode_return, episode_length = env.reset(), 0.0, 0
+        if steps > start:
+            for _ in range(updates):
+                update(*(tf.constant(x) for x in replay.sample(hp.batch_size)))
+                trained += 1
+            policy.set_weights([v.numpy() for v in actor_variables])
+        if (steps >= start and (steps - start) % args.eval_every == 0) or steps == args.env_steps:
+            if steps == start:  # before any update: the untrained actor, as SB3 evaluates it
+                policy.set_weights([v.numpy() for v in actor_variables])
+            returns, lengths = evaluate(policy, eval_env, args.num_eval_episodes)
+            writer.add(trained, steps, returns, lengths)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""benchmarks/peer_sb3loop.py: TF-Agents' SacAgent in SB3's loop (the hybrid peer)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCH)
+
+import learning_report  # noqa: E402
+import peer_sb3loop  # noqa: E402
+
+# Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
+RUN_TIMEOUT_S = 900
+
+
+def test_replay_keeps_the_newest_transitions_and_samples_only_stored_ones():
+    replay = peer_sb3loop.UniformReplay(capacity=4, obs_dim=2, action_dim=1, seed=0)
+    for i in range(3):
+        replay.add([i, i], [i / 10], float(i), [i + 1, i + 1], terminated=(i == 2))
+    assert replay.size == 3
+    obs, action, reward, done, next_obs = replay.sample(500)
+    assert set(reward.tolist()) == {0.0, 1.0, 2.0}  # never the empty fourth slot
+    np.testing.assert_array_equal(obs[:, 0], reward)
+    np.testing.assert_array_equal(next_obs[:, 0], reward + 1)
+    np.testing.assert_allclose(action[:, 0], reward / 10)
+    np.testing.assert_array_equal(done, (reward == 2).astype(np.float32))
+    for i in range(3, 7):  # 7 added into 4 slots: 3, 4, 5 and 6 remain
+        replay.add([i, i], [0.0], float(i), [i, i], terminated=False)
+    assert replay.size == 4
+    assert set(replay.sample(500)[2].tolist()) == {3.0, 4.0, 5.0, 6.0}
+
+
+def test_a_terminal_step_gets_discount_zero_and_a_cut_one_bootstraps():
+    obs = tf.constant([[1.0], [2.0]])
+    t = peer_sb3loop.as_transition(
+        obs, tf.constant([[0.5], [-0.5]]), tf.constant([3.0, 4.0]), tf.constant([1.0, 0.0]), obs + 1
+    )
+    np.testing.assert_array_equal(t.time_step.step_type, [ts.StepType.MID] * 2)
+    np.testing.assert_array_equal(t.next_time_step.step_type, [ts.StepType.LAST, ts.StepType.MID])
+    np.testing.assert_array_equal(t.next_time_step.discount, [0.0, 1.0])
+    np.testing.assert_array_equal(t.next_time_step.reward, [3.0, 4.0])
+    np.testing.assert_array_equal(t.next_time_step.observation, [[2.0], [3.0]])
+    np.testing.assert_array_equal(t.action_step.action, [[0.5], [-0.5]])
+
+
+def test_a_time_limit_is_a_cut_not_a_termination():
+    env = peer_sb3loop.GymEnv("Pendulum-v1", seed=0)
+    obs = env.reset()
+    assert obs.dtype == np.float32 and obs.shape == (3,)
+    endings = [env.step(np.zeros(1, np.float32))[2:] for _ in range(200)]
+    assert endings[:-1] == [(False, False)] * 199
+    assert endings[-1] == (False, True)  # Pendulum's 200-step limit: truncated only
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, os.path.join(BENCH, "learning.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
+    out = str(tmp_path / "out")
+    done = _bench(
+        "--envs=Pendulum-v1",
+        "--systems=sb3loop",
+        "--seeds=0",
+        "--env_steps=700",
+        "--eval_every=200",
+        "--num_eval_episodes=1",
+        "--common_flags=--initial_collect_steps=300 --batch_size=32",
+        f"--out={out}",
+        f"--work_dir={tmp_path / 'work'}",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = os.path.join(out, "runs", "Pendulum-v1", "sb3loop-preset", "seed0")
+    points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
+    # Marks from the end of the warm-up, as the SB3 peer's, and the budget's end;
+    # SB3 trains after every step past the 300th: 200 updates by step 500, 400 by 700.
+    assert [(p.env_steps, p.train_step) for p in points] == [(300, 0), (500, 200), (700, 400)]
+    assert all(-2000 < p.average_return <= 0 for p in points), points
+    episodes = learning_report.read_training_episodes(run_dir)
+    assert [steps for steps, _ in episodes] == [200, 400, 600], episodes
+
+
+@pytest.mark.parametrize("flag", ["--normalize_observations", "--n_step=3"])
+def test_what_the_hybrid_cannot_follow_is_refused_before_anything_runs(tmp_path, flag):
+    refused = _bench(
+        "--envs=Pendulum-v1",
+        "--systems=sb3loop",
+        "--env_steps=1500",
+        f"--common_flags={flag}",
+        f"--out={tmp_path / 'out'}",
+    )
+    assert refused.returncode == 2
+    name = flag.lstrip("-").partition("=")[0]
+    assert f"set {name}=" in refused.stderr and "sb3loop peer(s) do not implement" in refused.stderr
+    assert not os.path.exists(tmp_path / "out" / "runs")
