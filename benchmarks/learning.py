@@ -13,11 +13,12 @@ Each run trains to an env-step budget and leaves the evaluator's results.csv
   sb3loop  TF-Agents' SacAgent (ours) inside SB3's training loop (peer_sb3loop.py):
          the hybrid that splits the update from the data path.
 
-All three get the same preset hyperparameters (plus --common_flags); a
-variant (`--variants="k1=--transitions_per_item=1;lag100=..."`) adds flags to
-ours only, for ablations; the named variants in `NAMED_VARIANTS` may be given by
-name alone (`--variants=preset,per`: the preset without and with prioritized
-replay). Finished runs are kept under
+All get the same preset hyperparameters (plus --common_flags); a variant
+(`--variants="k1=--transitions_per_item=1;lag100=..."`) adds flags to ours and
+the hybrid (hyperparameters and its own options) only, for ablations; the
+named variants in `NAMED_VARIANTS` may be given by name alone
+(`--variants=preset,per`: the preset without and with prioritized replay).
+Finished runs are kept under
 OUT/runs/<env>/<system>-<variant>/seed<N>/ (results.csv + run.json) and never
 redone, so a sweep resumes where it stopped. After every run OUT/summary.md,
 OUT/summary.json and OUT/<env>.png are rewritten from everything in OUT.
@@ -49,6 +50,9 @@ import learning_report  # noqa: E402
 from bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
 
 SYSTEMS = ("ours", "stock", "sb3", "sb3loop")
+# The systems --variants applies to: ours (any sac-launch flag) and the hybrid
+# (hyperparameter flags and its own, peer_sb3loop.OWN_FLAGS).
+VARIANT_SYSTEMS = ("ours", "sb3loop")
 DEFAULT_OUT = os.path.join(_HERE, "results", "learning")
 DEFAULT_SB3_PYTHON = os.path.join(_HERE, ".venv-sb3", "bin", "python")
 RUN_FILE = "run.json"
@@ -127,7 +131,7 @@ def plan(args: argparse.Namespace) -> List[RunSpec]:
     runs = []
     for env_name in args.envs:
         for system in args.systems:
-            variants = args.variants if system == "ours" else {"preset": ()}
+            variants = args.variants if system in VARIANT_SYSTEMS else {"preset": ()}
             for variant, flags in variants.items():
                 for seed in args.seeds:
                     runs.append(RunSpec(env_name, system, variant, flags, seed))
@@ -148,11 +152,12 @@ def is_done(out: str, spec: RunSpec) -> bool:
 
 def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[str]:
     """The argv of one run; `work` is its scratch directory."""
-    hp = resolved_hparams(spec.env_name, budget.common_flags)
+    hp = resolved_hparams(spec.env_name, budget.common_flags + spec.flags)
     if spec.system == "ours":
         return _ours_command(spec, budget, hp, work)
     script = {"stock": "peer_stock.py", "sb3": "peer_sb3.py", "sb3loop": "peer_sb3loop.py"}
     python = sb3_python if spec.system == "sb3" else sys.executable
+    own = [f for f in spec.flags if _flag_name(f) in _hybrid_own_flags()] if spec.flags else []
     return [
         python,
         "-u",
@@ -166,11 +171,21 @@ def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[s
         f"--hparams_json={json.dumps(dataclasses.asdict(hp))}",
         f"--results={os.path.join(work, RESULTS_FILE)}",
         f"--episodes={os.path.join(work, learning_report.episodes_file(0))}",
+        *own,
     ]
 
 
+def _flag_name(flag: str) -> str:
+    return flag.lstrip("-").partition("=")[0]
+
+
+def _hybrid_own_flags() -> tuple:
+    import peer_sb3loop  # TensorFlow: imported only when a hybrid run is planned
+
+    return peer_sb3loop.OWN_FLAGS
+
+
 def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
-    hp = resolved_hparams(spec.env_name, budget.common_flags + spec.flags)
     train_steps = int(round((budget.env_steps - hp.initial_collect_steps) * budget.utd))
     return [
         sac_launch_executable(),
@@ -375,7 +390,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument(
         "--variants",
         default="",
-        help=f"ours only: name=--flags;name2=--flags, or named ones ({','.join(NAMED_VARIANTS)})",
+        help=f"ours and sb3loop: name=--flags;name2=--flags, or named ones "
+        f"({','.join(NAMED_VARIANTS)})",
     )
     p.add_argument("--common_flags", default="", help="hyperparameter flags for every system")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (one per ~2 cores)")
@@ -405,6 +421,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
             "typing_extensions, so SB3 has its own), or pass --sb3_python."
         )
     _check_budget(p, args)
+    _check_variant_flags(p, args)
     return args
 
 
@@ -469,6 +486,42 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
                 f"{name}={plain} and the comparison would not be like for like. Pass "
                 f"--common_flags=--{name}={plain} to compare every system that way, or "
                 f"run --systems=ours."
+            )
+    if "sb3loop" in args.systems:
+        for variant, flags in args.variants.items():
+            hp = resolved_hparams(env_name, args.common_flags + flags)
+            for name in PEER_UNSUPPORTED:
+                if getattr(hp, name) != getattr(Hyperparams, name):
+                    p.error(
+                        f"--variants {variant} sets {name}={getattr(hp, name)}, which the "
+                        "sb3loop peer does not implement. Run that variant with --systems=ours."
+                    )
+
+
+def _check_variant_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses a variant flag that a system it applies to cannot follow: the hybrid
+    takes hyperparameters and its own options, sac-launch has no hybrid options."""
+    named = [(v, f) for v, flags in args.variants.items() for f in flags]
+    if not named or not set(args.systems) & {"sb3loop", "ours"}:
+        return
+    from sac_distributed.config import Hyperparams
+
+    fields = {f.name for f in dataclasses.fields(Hyperparams)}
+    own = _hybrid_own_flags()
+    for variant, flag in named:
+        name = _flag_name(flag)
+        is_hparam = name in fields or name.removeprefix("no") in fields
+        if "sb3loop" in args.systems and not (is_hparam or name in own):
+            p.error(
+                f"--variants {variant}: {flag} is neither a hyperparameter nor an option of "
+                f"the sb3loop hybrid ({', '.join(own)}), so that system cannot follow it. "
+                "Run that variant with --systems=ours."
+            )
+        if "ours" in args.systems and name in own:
+            p.error(
+                f"--variants {variant}: --{name} is an option of the sb3loop hybrid, which "
+                "sac-launch does not have (its actors' lag is --variable_update_interval). "
+                "Run that variant with --systems=sb3loop."
             )
 
 

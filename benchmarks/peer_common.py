@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,8 +26,13 @@ from sac_distributed.results import EpisodeLog, EvalPoint, append_result  # noqa
 __all__ = ["RESULTS_HEADER", "ResultsWriter", "episode_log", "hparam", "parse_args"]
 
 
-def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespace:
-    """The arguments `learning.py` passes to every peer runner."""
+def parse_args(
+    argv: Optional[List[str]],
+    description: str,
+    add_own: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+) -> argparse.Namespace:
+    """The arguments `learning.py` passes to every peer runner; `add_own` adds a
+    peer's own options (those its variants may set)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--env_name", required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -42,6 +47,8 @@ def parse_args(argv: Optional[List[str]], description: str) -> argparse.Namespac
         default=None,
         help="episodes.csv to log each training episode to (the actors' format); unset: none",
     )
+    if add_own is not None:
+        add_own(p)
     args = p.parse_args(argv)
     args.hparams = json.loads(args.hparams_json)
     if args.env_steps <= args.hparams["initial_collect_steps"]:

@@ -23,6 +23,10 @@ step for step:
 
 So if this runner learns like SB3, what holds the TF-Agents loops back is in
 their data path; if it trails like them, it is in the agent or the policy.
+Two options (`OWN_FLAGS`, which learning.py's --variants may set) each bring back
+one trait of a TF-Agents loop: `--policy_lag` (ours' actors act with weights up
+to 1000 steps old) and `--boundary_transitions` (the stock tutorial loop's
+2-step items include each episode's last-to-first step).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imp
 
 # isort: split
 
+import argparse
 import sys
 from typing import List, Optional, Tuple
 
@@ -47,6 +52,24 @@ from sac_distributed import sac_learner
 from sac_distributed import specs as specs_lib
 
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
+# This runner's own options: the flags a learning.py variant may give it besides
+# hyperparameters.
+OWN_FLAGS = ("policy_lag", "boundary_transitions")
+
+
+def add_own_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--policy_lag",
+        type=int,
+        default=1,
+        help="env steps between refreshes of the acting policy's weights (SB3: 1)",
+    )
+    p.add_argument(
+        "--boundary_transitions",
+        action="store_true",
+        help="also store each episode's last-to-first step (reward 0, discount 1, the "
+        "reset observation as next), as the stock tutorial loop's 2-step items hold it",
+    )
 
 
 class GymEnv:
@@ -100,6 +123,34 @@ class UniformReplay:
         )
 
 
+class Collection:
+    """Steps the training env with the acting policy into the replay, one step at a
+    time, and logs each finished episode; with `boundary_transitions`, an episode's
+    end also stores its last-to-first step, as the stock tutorial loop does."""
+
+    def __init__(self, env: GymEnv, policy, replay: UniformReplay, boundary_transitions, episodes):
+        self._env, self._policy, self._replay = env, policy, replay
+        self._boundary, self._episodes = boundary_transitions, episodes
+        self._obs, self._return, self._length = env.reset(), 0.0, 0
+
+    def step(self, steps: int, random: bool) -> None:
+        """Env step number `steps`; `random`: a uniform action (the warm-up)."""
+        action = self._act(self._obs, random)
+        next_obs, reward, terminated, truncated = self._env.step(action)
+        self._replay.add(self._obs, action, reward, next_obs, terminated)
+        self._return, self._length = self._return + reward, self._length + 1
+        self._obs = next_obs
+        if terminated or truncated:
+            if self._episodes is not None:
+                self._episodes.append(steps, self._return, self._length)
+            last, self._obs, self._return, self._length = next_obs, self._env.reset(), 0.0, 0
+            if self._boundary:  # the stock driver also acts at LAST; the env ignores it
+                self._replay.add(last, self._act(last, random), 0.0, self._obs, False)
+
+    def _act(self, obs: np.ndarray, random: bool) -> np.ndarray:
+        return self._policy.random_action(1)[0] if random else self._policy.action(obs[None])[0]
+
+
 def as_transition(obs, action, reward, done, next_obs) -> trajectory.Transition:
     """A batch of one-step transitions as SacAgent trains on them: discount 0 at a
     terminal step, 1 otherwise (a time-limit cut bootstraps)."""
@@ -141,7 +192,9 @@ def evaluate(policy: policy_lib.NumpyActorPolicy, env: GymEnv, episodes: int):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv, __doc__.split("\n\n")[0])
+    args = parse_args(argv, __doc__.split("\n\n")[0], add_own_arguments)
+    if args.policy_lag < 1:
+        raise SystemExit(f"--policy_lag must be >= 1 env step, got {args.policy_lag}.")
     hp = config_lib.Hyperparams(**args.hparams)
     tf.random.set_seed(args.seed)
     env = GymEnv(args.env_name, args.seed)
@@ -152,42 +205,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     action_dim = int(np.prod(specs.action.shape))
     update = make_update(agent, obs_dim, action_dim)
     actor_variables = sac_learner.policy_variables(agent)
-    policy = policy_lib.NumpyActorPolicy(
-        specs.action.minimum,
-        specs.action.maximum,
-        (action_dim,),
-        seed=args.seed,
-        log_std_range=hp.policy_log_std_range,
-    )
-    replay = UniformReplay(
-        min(hp.replay_buffer_capacity, args.env_steps), obs_dim, action_dim, args.seed
-    )
+
+    def numpy_policy():
+        return policy_lib.NumpyActorPolicy(
+            specs.action.minimum,
+            specs.action.maximum,
+            (action_dim,),
+            seed=args.seed,
+            log_std_range=hp.policy_log_std_range,
+        )
+
+    policy, greedy = numpy_policy(), numpy_policy()  # acting (maybe lagged), evaluated (current)
+    rows = args.env_steps * (2 if args.boundary_transitions else 1)  # at most
+    replay = UniformReplay(min(hp.replay_buffer_capacity, rows), obs_dim, action_dim, args.seed)
     writer, episodes = ResultsWriter(args.results), episode_log(args)
     start, updates = hp.initial_collect_steps, max(1, int(round(args.utd)))
+    collection = Collection(env, policy, replay, args.boundary_transitions, episodes)
     trained = 0
-    obs, episode_return, episode_length = env.reset(), 0.0, 0
     for steps in range(1, args.env_steps + 1):
-        if steps <= start:
-            action = policy.random_action(1)[0]
-        else:
-            action = policy.action(obs[None])[0]
-        next_obs, reward, terminated, truncated = env.step(action)
-        replay.add(obs, action, reward, next_obs, terminated)
-        episode_return, episode_length = episode_return + reward, episode_length + 1
-        obs = next_obs
-        if terminated or truncated:
-            if episodes is not None:
-                episodes.append(steps, episode_return, episode_length)
-            obs, episode_return, episode_length = env.reset(), 0.0, 0
+        collection.step(steps, random=steps <= start)
         if steps > start:
             for _ in range(updates):
                 update(*(tf.constant(x) for x in replay.sample(hp.batch_size)))
                 trained += 1
+            if (steps - start) % args.policy_lag == 0:
+                policy.set_weights([v.numpy() for v in actor_variables])
+        if steps == start:  # the untrained actor: what acts (and is evaluated) first
             policy.set_weights([v.numpy() for v in actor_variables])
         if (steps >= start and (steps - start) % args.eval_every == 0) or steps == args.env_steps:
-            if steps == start:  # before any update: the untrained actor, as SB3 evaluates it
-                policy.set_weights([v.numpy() for v in actor_variables])
-            returns, lengths = evaluate(policy, eval_env, args.num_eval_episodes)
+            greedy.set_weights([v.numpy() for v in actor_variables])
+            returns, lengths = evaluate(greedy, eval_env, args.num_eval_episodes)
             writer.add(trained, steps, returns, lengths)
     return 0
 

@@ -15,6 +15,8 @@ sys.path.insert(0, BENCH)
 import learning_report  # noqa: E402
 import peer_sb3loop  # noqa: E402
 
+from sac_distributed import policy as policy_lib  # noqa: E402
+
 # Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
 RUN_TIMEOUT_S = 900
 
@@ -58,6 +60,56 @@ def test_a_time_limit_is_a_cut_not_a_termination():
     assert endings[-1] == (False, True)  # Pendulum's 200-step limit: truncated only
 
 
+def _collect(boundary_transitions: bool):
+    """A replay and the Collection that fills it from Pendulum with uniform actions."""
+    env = peer_sb3loop.GymEnv("Pendulum-v1", seed=0)
+    policy = policy_lib.NumpyActorPolicy([-2.0], [2.0], (1,), seed=0)
+    replay = peer_sb3loop.UniformReplay(1000, obs_dim=3, action_dim=1, seed=0)
+    return replay, peer_sb3loop.Collection(env, policy, replay, boundary_transitions, None)
+
+
+def test_collection_stores_one_transition_per_step():
+    replay, collection = _collect(boundary_transitions=False)
+    for steps in range(1, 401):
+        collection.step(steps, random=True)
+    assert replay.size == 400  # two Pendulum episodes of 200 steps
+    np.testing.assert_array_equal(replay.dones[:400], 0.0)  # cut by the time limit, not ended
+    # Within an episode each step starts where the last one left off; the reset does not.
+    np.testing.assert_array_equal(replay.observations[1:200], replay.next_observations[:199])
+    assert not np.array_equal(replay.observations[200], replay.next_observations[199])
+
+
+def test_boundary_transitions_add_each_episodes_last_to_first_step():
+    replay, collection = _collect(boundary_transitions=True)
+    for steps in range(1, 401):
+        collection.step(steps, random=True)
+    assert replay.size == 402  # 400 steps and the two episodes' boundary rows
+    for boundary in (200, 401):
+        assert replay.rewards[boundary] == 0.0 and replay.dones[boundary] == 0.0
+        np.testing.assert_array_equal(
+            replay.observations[boundary], replay.next_observations[boundary - 1]
+        )
+        assert -2.0 <= replay.actions[boundary, 0] <= 2.0
+    # The boundary row's next observation is the next episode's first.
+    np.testing.assert_array_equal(replay.next_observations[200], replay.observations[201])
+
+
+def test_a_policy_lag_below_one_step_is_refused():
+    with pytest.raises(SystemExit, match="--policy_lag must be >= 1 env step, got 0"):
+        peer_sb3loop.main(
+            [
+                "--env_name=Pendulum-v1",
+                "--seed=0",
+                "--env_steps=2000",
+                "--eval_every=500",
+                "--num_eval_episodes=1",
+                '--hparams_json={"initial_collect_steps": 1000}',
+                "--results=/nonexistent/results.csv",
+                "--policy_lag=0",
+            ]
+        )
+
+
 def _bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, os.path.join(BENCH, "learning.py"), *args],
@@ -73,6 +125,7 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
     done = _bench(
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
+        "--variants=preset;lagged=--policy_lag=100 --boundary_transitions --gamma=0.98",
         "--seeds=0",
         "--env_steps=700",
         "--eval_every=200",
@@ -82,14 +135,42 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
         f"--work_dir={tmp_path / 'work'}",
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run_dir = os.path.join(out, "runs", "Pendulum-v1", "sb3loop-preset", "seed0")
-    points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
-    # Marks from the end of the warm-up, as the SB3 peer's, and the budget's end;
-    # SB3 trains after every step past the 300th: 200 updates by step 500, 400 by 700.
-    assert [(p.env_steps, p.train_step) for p in points] == [(300, 0), (500, 200), (700, 400)]
-    assert all(-2000 < p.average_return <= 0 for p in points), points
-    episodes = learning_report.read_training_episodes(run_dir)
-    assert [steps for steps, _ in episodes] == [200, 400, 600], episodes
+    assert "2 runs planned" in done.stdout
+    assert "--policy_lag=100 --boundary_transitions" in done.stdout  # the variant's own flags
+    assert '"gamma": 0.98' in done.stdout  # and its hyperparameter, in the hparams JSON
+    for variant in ("preset", "lagged"):
+        run_dir = os.path.join(out, "runs", "Pendulum-v1", f"sb3loop-{variant}", "seed0")
+        points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
+        # Marks from the end of the warm-up, as the SB3 peer's, and the budget's end;
+        # SB3 trains after every step past the 300th: 200 updates by step 500, 400 by 700.
+        marks = [(p.env_steps, p.train_step) for p in points]
+        assert marks == [(300, 0), (500, 200), (700, 400)], variant
+        assert all(-2000 < p.average_return <= 0 for p in points), points
+        episodes = learning_report.read_training_episodes(run_dir)
+        assert [steps for steps, _ in episodes] == [200, 400, 600], episodes
+
+
+def test_variant_flags_go_only_to_a_system_that_can_follow_them(tmp_path):
+    common = ["--envs=Pendulum-v1", "--env_steps=1500", f"--out={tmp_path / 'out'}"]
+    launch_flag = _bench(
+        *common, "--systems=sb3loop", "--variants=lag=--variable_update_interval=1"
+    )
+    assert launch_flag.returncode == 2
+    assert (
+        "--variable_update_interval=1 is neither a hyperparameter nor an option of the sb3loop"
+        in (launch_flag.stderr)
+    )
+    own_flag = _bench(*common, "--systems=ours,sb3loop", "--variants=lag=--policy_lag=10")
+    assert own_flag.returncode == 2
+    assert "--policy_lag is an option of the sb3loop hybrid, which sac-launch does not have" in (
+        own_flag.stderr
+    )
+    unfollowed = _bench(*common, "--systems=sb3loop", "--variants=n3=--n_step=3")
+    assert unfollowed.returncode == 2
+    assert "--variants n3 sets n_step=3, which the sb3loop peer does not implement" in (
+        unfollowed.stderr
+    )
+    assert not os.path.exists(tmp_path / "out" / "runs")
 
 
 @pytest.mark.parametrize("flag", ["--normalize_observations", "--n_step=3"])
