@@ -485,6 +485,8 @@ class LaunchConfig:
     seed: Optional[int] = None  # for the learner, actors (each its own) and evaluator
     num_envs: Optional[int] = None  # per actor; None: ActorConfig's default
     variable_update_interval: Optional[int] = None  # None: ActorConfig's default
+    # The servers' SampleToInsertRatio tolerance; None: ServerConfig's derived one.
+    samples_per_insert_error_buffer: Optional[float] = None
     strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
     engine: str = "local"  # one of ENGINES
     num_replay_shards: int = 1  # Reverb servers sharing the replay (the first holds the variables)

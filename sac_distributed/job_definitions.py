@@ -105,7 +105,13 @@ def make_run_configs(
     clients = dict(common, client=client, seed=launch.seed)
     return RunConfigs(
         servers=tuple(
-            ServerConfig(**common, port=port, num_replay_shards=num_shards, replay_shard=shard)
+            ServerConfig(
+                **common,
+                port=port,
+                num_replay_shards=num_shards,
+                replay_shard=shard,
+                **_given(samples_per_insert_error_buffer=launch.samples_per_insert_error_buffer),
+            )
             for shard, port in enumerate(ports)
         ),
         learner=LearnerConfig(**clients, **_given(strategy=launch.strategy)),

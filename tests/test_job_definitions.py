@@ -146,3 +146,34 @@ def test_unset_options_keep_the_job_defaults_and_verbose_reaches_every_job(tmp_p
     learner = next(s for s in specs if s.name == "learner")
     assert not any(f.startswith("--strategy") for f in learner.flags)  # the default
     assert learner.argv("python")[:4] == ["python", "-u", "-m", "sac_distributed.bin.learner"]
+
+
+def test_the_error_buffer_reaches_every_server_and_needs_a_ratio(tmp_path):
+    launch = config_lib.LaunchConfig(
+        root_dir=str(tmp_path),
+        env_name="Pendulum-v1",  # its preset sets samples_per_insert (128)
+        num_replay_shards=2,
+        samples_per_insert_error_buffer=512.0,
+    )
+    configs = job_definitions.make_run_configs(launch, ports=[8000, 8001])
+    assert [s.samples_per_insert_error_buffer for s in configs.servers] == [512.0, 512.0]
+    servers = [s for s in job_definitions.job_specs(configs) if job_definitions.is_server(s.name)]
+    assert all("--samples_per_insert_error_buffer=512.0" in s.flags for s in servers)
+    result = parse_with_binaries({servers[1].module: [[servers[1].name, *servers[1].flags]]})
+    parsed = result[servers[1].module][0]
+    assert parsed["ok"], parsed["error"]
+    assert parsed["config"] == _as_json(configs.servers[1])
+    # Unset, each server derives its own; a buffer without a ratio or below Reverb's floor
+    # is refused before any job starts.
+    unset = dataclasses.replace(launch, samples_per_insert_error_buffer=None)
+    default = job_definitions.make_run_configs(unset, ports=[8000, 8001])
+    assert [s.samples_per_insert_error_buffer for s in default.servers] == [None, None]
+    assert default.server.error_buffer == config_lib.default_error_buffer(128.0, launch.hparams)
+    without_ratio = dataclasses.replace(
+        launch, hparams=dataclasses.replace(launch.hparams, samples_per_insert=None)
+    )
+    with pytest.raises(ConfigError, match="only applies together with --samples_per_insert"):
+        job_definitions.make_run_configs(without_ratio, ports=[8000, 8001])
+    too_small = dataclasses.replace(launch, samples_per_insert_error_buffer=10.0)
+    with pytest.raises(ConfigError, match="samples_per_insert_error_buffer=10.0 is too small"):
+        job_definitions.make_run_configs(too_small, ports=[8000, 8001])

@@ -82,3 +82,21 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     # The learner's graceful stop leaves a checkpoint and exported policies behind.
     assert any(f.endswith(".index") for f in os.listdir(os.path.join(root, "train", "checkpoints")))
     assert os.path.isdir(os.path.join(root, "policies", "greedy_policy"))
+
+
+def test_an_error_buffer_without_a_ratio_is_refused_before_any_job_starts(tmp_path):
+    root = str(tmp_path / "run")
+    proc = _launch(
+        [
+            f"--root_dir={root}",
+            "--env_name=Pendulum-v1",
+            "--samples_per_insert=0",  # MinSize: there is no ratio to drift from
+            "--samples_per_insert_error_buffer=512",
+            *TINY,
+        ]
+    )
+    out, _ = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 2, out[-4000:]
+    assert "samples_per_insert_error_buffer only applies together with --samples_per_insert" in out
+    assert not os.path.exists(root) or not os.listdir(root), "no job wrote anything"
+    assert _no_children_left(root)

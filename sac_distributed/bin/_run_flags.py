@@ -25,6 +25,13 @@ flags.DEFINE_integer("num_envs", None, "Environments per actor.")
 flags.DEFINE_integer(
     "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
 )
+flags.DEFINE_float(
+    "samples_per_insert_error_buffer",
+    None,
+    "How far (in samples) the learner and the actors may drift from --samples_per_insert "
+    "before Reverb blocks one of them; the actors may run ahead by this / samples_per_insert "
+    "transitions. Unset: derived (a tenth of the warm-up).",
+)
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 
 
@@ -42,5 +49,6 @@ def launch_settings() -> dict:
         seed=FLAGS.seed,
         num_envs=FLAGS.num_envs,
         variable_update_interval=FLAGS.variable_update_interval,
+        samples_per_insert_error_buffer=FLAGS.samples_per_insert_error_buffer,
         strategy=FLAGS.strategy,
     )
