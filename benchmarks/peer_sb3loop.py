@@ -23,10 +23,10 @@ step for step:
 
 So if this runner learns like SB3, what holds the TF-Agents loops back is in
 their data path; if it trails like them, it is in the agent or the policy.
-Two options (`OWN_FLAGS`, which learning.py's --variants may set) each bring back
-one trait of a TF-Agents loop: `--policy_lag` (ours' actors act with weights up
-to 1000 steps old) and `--boundary_transitions` (the stock tutorial loop's
-2-step items include each episode's last-to-first step).
+Its own option (`OWN_FLAGS`, which learning.py's --variants may set) brings back
+one trait of our distributed loop: `--policy_lag` (our actors act with weights
+up to 1000 pulls old, and may run ahead of the learner by the rate limiter's
+error buffer).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from sac_distributed import specs as specs_lib
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
 # This runner's own options: the flags a learning.py variant may give it besides
 # hyperparameters.
-OWN_FLAGS = ("policy_lag", "boundary_transitions")
+OWN_FLAGS = ("policy_lag",)
 
 
 def add_own_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,12 +63,6 @@ def add_own_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="env steps between refreshes of the acting policy's weights (SB3: 1)",
-    )
-    p.add_argument(
-        "--boundary_transitions",
-        action="store_true",
-        help="also store each episode's last-to-first step (reward 0, discount 1, the "
-        "reset observation as next), as the stock tutorial loop's 2-step items hold it",
     )
 
 
@@ -125,17 +119,18 @@ class UniformReplay:
 
 class Collection:
     """Steps the training env with the acting policy into the replay, one step at a
-    time, and logs each finished episode; with `boundary_transitions`, an episode's
-    end also stores its last-to-first step, as the stock tutorial loop does."""
+    time, and logs each finished episode."""
 
-    def __init__(self, env: GymEnv, policy, replay: UniformReplay, boundary_transitions, episodes):
-        self._env, self._policy, self._replay = env, policy, replay
-        self._boundary, self._episodes = boundary_transitions, episodes
+    def __init__(self, env: GymEnv, policy, replay: UniformReplay, episodes):
+        self._env, self._policy, self._replay, self._episodes = env, policy, replay, episodes
         self._obs, self._return, self._length = env.reset(), 0.0, 0
 
     def step(self, steps: int, random: bool) -> None:
         """Env step number `steps`; `random`: a uniform action (the warm-up)."""
-        action = self._act(self._obs, random)
+        if random:
+            action = self._policy.random_action(1)[0]
+        else:
+            action = self._policy.action(self._obs[None])[0]
         next_obs, reward, terminated, truncated = self._env.step(action)
         self._replay.add(self._obs, action, reward, next_obs, terminated)
         self._return, self._length = self._return + reward, self._length + 1
@@ -143,12 +138,7 @@ class Collection:
         if terminated or truncated:
             if self._episodes is not None:
                 self._episodes.append(steps, self._return, self._length)
-            last, self._obs, self._return, self._length = next_obs, self._env.reset(), 0.0, 0
-            if self._boundary:  # the stock driver also acts at LAST; the env ignores it
-                self._replay.add(last, self._act(last, random), 0.0, self._obs, False)
-
-    def _act(self, obs: np.ndarray, random: bool) -> np.ndarray:
-        return self._policy.random_action(1)[0] if random else self._policy.action(obs[None])[0]
+            self._obs, self._return, self._length = self._env.reset(), 0.0, 0
 
 
 def as_transition(obs, action, reward, done, next_obs) -> trajectory.Transition:
@@ -216,11 +206,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
 
     policy, greedy = numpy_policy(), numpy_policy()  # acting (maybe lagged), evaluated (current)
-    rows = args.env_steps * (2 if args.boundary_transitions else 1)  # at most
-    replay = UniformReplay(min(hp.replay_buffer_capacity, rows), obs_dim, action_dim, args.seed)
+    capacity = min(hp.replay_buffer_capacity, args.env_steps)
+    replay = UniformReplay(capacity, obs_dim, action_dim, args.seed)
     writer, episodes = ResultsWriter(args.results), episode_log(args)
     start, updates = hp.initial_collect_steps, max(1, int(round(args.utd)))
-    collection = Collection(env, policy, replay, args.boundary_transitions, episodes)
+    collection = Collection(env, policy, replay, episodes)
     trained = 0
     for steps in range(1, args.env_steps + 1):
         collection.step(steps, random=steps <= start)

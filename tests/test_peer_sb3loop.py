@@ -60,38 +60,20 @@ def test_a_time_limit_is_a_cut_not_a_termination():
     assert endings[-1] == (False, True)  # Pendulum's 200-step limit: truncated only
 
 
-def _collect(boundary_transitions: bool):
-    """A replay and the Collection that fills it from Pendulum with uniform actions."""
+def test_collection_stores_one_transition_per_step():
     env = peer_sb3loop.GymEnv("Pendulum-v1", seed=0)
     policy = policy_lib.NumpyActorPolicy([-2.0], [2.0], (1,), seed=0)
     replay = peer_sb3loop.UniformReplay(1000, obs_dim=3, action_dim=1, seed=0)
-    return replay, peer_sb3loop.Collection(env, policy, replay, boundary_transitions, None)
-
-
-def test_collection_stores_one_transition_per_step():
-    replay, collection = _collect(boundary_transitions=False)
+    collection = peer_sb3loop.Collection(env, policy, replay, None)
     for steps in range(1, 401):
         collection.step(steps, random=True)
     assert replay.size == 400  # two Pendulum episodes of 200 steps
     np.testing.assert_array_equal(replay.dones[:400], 0.0)  # cut by the time limit, not ended
+    assert np.all(np.abs(replay.actions[:400]) <= 2.0) and np.std(replay.actions[:400]) > 0.5
     # Within an episode each step starts where the last one left off; the reset does not.
     np.testing.assert_array_equal(replay.observations[1:200], replay.next_observations[:199])
+    np.testing.assert_array_equal(replay.observations[201:400], replay.next_observations[200:399])
     assert not np.array_equal(replay.observations[200], replay.next_observations[199])
-
-
-def test_boundary_transitions_add_each_episodes_last_to_first_step():
-    replay, collection = _collect(boundary_transitions=True)
-    for steps in range(1, 401):
-        collection.step(steps, random=True)
-    assert replay.size == 402  # 400 steps and the two episodes' boundary rows
-    for boundary in (200, 401):
-        assert replay.rewards[boundary] == 0.0 and replay.dones[boundary] == 0.0
-        np.testing.assert_array_equal(
-            replay.observations[boundary], replay.next_observations[boundary - 1]
-        )
-        assert -2.0 <= replay.actions[boundary, 0] <= 2.0
-    # The boundary row's next observation is the next episode's first.
-    np.testing.assert_array_equal(replay.next_observations[200], replay.observations[201])
 
 
 def test_a_policy_lag_below_one_step_is_refused():
@@ -125,7 +107,7 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
     done = _bench(
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
-        "--variants=preset;lagged=--policy_lag=100 --boundary_transitions --gamma=0.98",
+        "--variants=preset;lagged=--policy_lag=100 --gamma=0.98",
         "--seeds=0",
         "--env_steps=700",
         "--eval_every=200",
@@ -136,7 +118,7 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 runs planned" in done.stdout
-    assert "--policy_lag=100 --boundary_transitions" in done.stdout  # the variant's own flags
+    assert "--policy_lag=100" in done.stdout  # the variant's own flag
     assert '"gamma": 0.98' in done.stdout  # and its hyperparameter, in the hparams JSON
     for variant in ("preset", "lagged"):
         run_dir = os.path.join(out, "runs", "Pendulum-v1", f"sb3loop-{variant}", "seed0")
