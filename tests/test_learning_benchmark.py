@@ -124,6 +124,15 @@ def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_
     assert "ours-preset: 200 [200, 200] over 2 seeds (0: 200, 1: 200)" in out
     assert "too short for the window: seeds [2]" in out
     assert "sb3-preset: no seed covers the window" in out
+    _write_results(first, "sb3-preset", 0, [(20_000, 300), (30_000, 300)])
+    assert mean_return.main(argv + ["--window=20000,30000,10000", "--versus=sb3-preset"]) == 0
+    out = capsys.readouterr().out
+    assert "ours-preset vs sb3-preset: 0 of 2 pairs favour ours-preset" in out
+    assert "(one-sided Mann-Whitney p = 1)" in out
+    with pytest.raises(SystemExit):
+        mean_return.main(argv + ["--versus=stock-preset"])
+    assert "--versus=stock-preset is not one of --groups" in capsys.readouterr().err
+    (first / "sb3-preset" / "seed0" / "results.csv").unlink()
     _write_results(second, "ours-preset", 0, [(20_000, 1), (30_000, 1)])
     with pytest.raises(SystemExit, match="seed 0 is in more than one --runs directory"):
         mean_return.main(argv)
@@ -137,6 +146,32 @@ def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_
     with pytest.raises(SystemExit):
         mean_return.main([f"--runs={tmp_path / 'missing'}", "--groups=x"])
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_exact_mann_whitney_tail_counts_every_ordering():
+    import itertools
+    import math
+
+    import mean_return
+
+    assert mean_return.pairs_favouring([3, 5], [1, 3, 4]) == 4.5  # 3 > 1, 3 = 3, 5 > all
+    # Brute force over every way 3 xs and 4 ys can interleave (ranks 0..6).
+    counts = {}
+    for xs in itertools.combinations(range(7), 3):
+        ys = [r for r in range(7) if r not in xs]
+        u = mean_return.pairs_favouring(xs, ys)
+        counts[u] = counts.get(u, 0) + 1
+    for xs in itertools.combinations(range(7), 3):
+        ys = [r for r in range(7) if r not in xs]
+        observed = mean_return.pairs_favouring(xs, ys)
+        tail = sum(c for u, c in counts.items() if u >= observed) / math.comb(7, 3)
+        assert mean_return.one_sided_p(xs, ys) == pytest.approx(tail), xs
+    # Six seeds against six: 29 of 36 pairs is the least with p <= 0.05.
+    six = [float(i) for i in range(6)]
+    at_29, at_28 = [0.5, 3.5] + [5.5] * 4, [0.5, 2.5] + [5.5] * 4
+    assert mean_return.pairs_favouring(at_29, six) == 29
+    assert mean_return.one_sided_p(at_29, six) == pytest.approx(0.0465, abs=1e-4)
+    assert mean_return.one_sided_p(at_28, six) == pytest.approx(0.0660, abs=1e-4)
 
 
 def test_training_returns_merge_actors_by_time_and_average_the_last_ten(tmp_path):
