@@ -467,6 +467,9 @@ PEER_UNSUPPORTED = (
     "policy_averaging_tau",
     "normalize_observations",
 )
+# And those SB3 alone does not: its critics are plain MLPs on the squared TD error
+# (the stock loop and the hybrid build our agent, so they follow these).
+SB3_UNSUPPORTED = ("critic_loss", "critic_layer_norm")
 
 
 def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):
@@ -477,12 +480,15 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
     from sac_distributed.config import Hyperparams
 
     hp = resolved_hparams(env_name, args.common_flags)
-    for name in PEER_UNSUPPORTED:
+    unsupported = [(name, peers) for name in PEER_UNSUPPORTED]
+    if "sb3" in peers:
+        unsupported += [(name, ["sb3"]) for name in SB3_UNSUPPORTED]
+    for name, refusing in unsupported:
         value, plain = getattr(hp, name), getattr(Hyperparams, name)
         if value != plain:
             p.error(
                 f"{env_name}'s hyperparameters set {name}={value}, which the "
-                f"{' and '.join(peers)} peer(s) do not implement: they would train with "
+                f"{' and '.join(refusing)} peer(s) do not implement: they would train with "
                 f"{name}={plain} and the comparison would not be like for like. Pass "
                 f"--common_flags=--{name}={plain} to compare every system that way, or "
                 f"run --systems=ours."

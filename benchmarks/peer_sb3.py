@@ -74,6 +74,9 @@ def agent_kwargs(hp: dict, action_dim: int) -> dict:
     """SB3 SAC's arguments that shape its updates, from our hparams: the learning
     rate (one for all three; ours must agree), batch size, tau, gamma, target
     update interval, temperature (learned, from 1) and its target, network sizes."""
+    for name, plain in (("critic_loss", "squared"), ("critic_layer_norm", False)):
+        if hp.get(name, plain) != plain:  # SB3's critics: plain MLPs, squared TD error
+            raise SystemExit(f"SB3 SAC cannot train with {name}={hp[name]}; use {plain}.")
     lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
     if len(lrs) != 1:
         raise SystemExit(f"SB3 SAC has one learning rate; these hparams have {sorted(lrs)}.")

@@ -121,6 +121,14 @@ def make_optimizer(learning_rate: float, hparams: Hyperparams) -> tf.keras.optim
     return tf.keras.optimizers.Adam(learning_rate, epsilon=hparams.adam_epsilon)
 
 
+def td_errors_loss_fn(critic_loss: str):
+    """The per-row loss of a critic's prediction against its TD target, named by
+    Hyperparams.critic_loss."""
+    if critic_loss == "huber":
+        return common.element_wise_huber_loss  # delta 1
+    return tf.math.squared_difference
+
+
 def make_agent(
     specs: EnvSpecs,
     hparams: Hyperparams,
@@ -152,7 +160,7 @@ def make_agent(
         actor_policy_ctor=policy_ctor,
         target_update_tau=hparams.target_update_tau,
         target_update_period=hparams.target_update_period,
-        td_errors_loss_fn=tf.math.squared_difference,
+        td_errors_loss_fn=td_errors_loss_fn(hparams.critic_loss),
         gamma=hparams.gamma,
         reward_scale_factor=hparams.reward_scale_factor,
         target_entropy=hparams.target_entropy,

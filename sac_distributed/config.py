@@ -25,6 +25,7 @@ MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
 NETWORK_INITS = ("glorot", "torch")
+CRITIC_LOSSES = ("squared", "huber")
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -111,6 +112,11 @@ class Hyperparams:
     # which bounds the features Q is read from (Ball et al. 2023, RLPD). False:
     # TF-Agents' CriticNetwork, plain Dense and ReLU.
     critic_layer_norm: bool = False
+    # The per-row loss on each critic's TD error: "squared" (TF-Agents' SAC and
+    # SB3: squared difference) or "huber" (quadratic within 1 of the target,
+    # linear beyond, as DQN uses), which bounds how far one surprising row, a
+    # fall the critic did not foresee, pulls a batch's gradient.
+    critic_loss: str = "squared"
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -144,6 +150,10 @@ class Hyperparams:
             self.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
             f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
             f"got {self.learning_rate_schedule!r}.",
+        )
+        _require(
+            self.critic_loss in CRITIC_LOSSES,
+            f"critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {self.critic_loss!r}.",
         )
         _require(
             self.network_init in NETWORK_INITS,

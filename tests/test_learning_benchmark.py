@@ -73,6 +73,20 @@ def test_sb3_torch_threads_come_from_the_environment_and_bad_values_are_refused(
             peer_sb3.torch_threads(bad)
 
 
+def test_sb3_refuses_critic_options_its_sac_does_not_have():
+    import dataclasses
+
+    import peer_sb3
+
+    from sac_distributed.config import Hyperparams
+
+    plain = dataclasses.asdict(Hyperparams())
+    assert peer_sb3.agent_kwargs(plain, action_dim=1)["batch_size"] == plain["batch_size"]
+    for name, value in (("critic_loss", "huber"), ("critic_layer_norm", True)):
+        with pytest.raises(SystemExit, match=f"SB3 SAC cannot train with {name}={value}"):
+            peer_sb3.agent_kwargs({**plain, name: value}, action_dim=1)
+
+
 def test_named_flag_sets_and_the_median_time_to_a_target():
     sets = parse_named_flags("base=; n3=--n_step=3 --seed=1;", "--sets")
     assert sets == {"base": (), "n3": ("--n_step=3", "--seed=1")}
@@ -359,6 +373,15 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert averaging.returncode == 2
     assert "set policy_averaging_tau=0.005, which the stock peer(s)" in averaging.stderr
     assert "--common_flags=--policy_averaging_tau=0.0" in averaging.stderr
+
+    # The stock loop builds our agent and follows a Huber critic loss; SB3 cannot.
+    # (Any existing file passes the --sb3_python check; nothing runs.)
+    huber = f"{TINY_COMMON_FLAGS} --critic_loss=huber"
+    sb3 = ["--systems=ours,stock,sb3", f"--sb3_python={sys.executable}"]
+    huber_sb3 = _bench(*TINY, *sb3, huber, f"--out={out}")
+    assert huber_sb3.returncode == 2
+    assert "set critic_loss=huber, which the sb3 peer(s) do not implement" in huber_sb3.stderr
+    assert "--common_flags=--critic_loss=squared" in huber_sb3.stderr
 
     bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
     assert bad.returncode == 2

@@ -144,6 +144,12 @@ flags.DEFINE_boolean(
     "Normalize each critic hidden layer (Dense, LayerNorm, ReLU). Off: TF-Agents' "
     "CriticNetwork (Dense, ReLU).",
 )
+flags.DEFINE_enum(
+    "critic_loss",
+    None,
+    list(config_lib.CRITIC_LOSSES),
+    "Loss on each critic's TD error: squared (TF-Agents, SB3) or huber (linear beyond 1).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,
