@@ -663,7 +663,7 @@ PRESETS: Mapping[str, Hyperparams] = {
     # decay, 6), the linear decay alone (7), observation normalization (7), PyTorch's
     # network start (7), policy averaging with tau 0.005 (8; 14 of 20) and that
     # averaging with PER (6; with target entropy -1 too, 7) held no more often than this,
-    # and layer-normalized critics held less (3);
+    # a Huber critic loss held as often (7), and layer-normalized critics held less (3);
     # over 5 seeds, 0.5 or 2 SGD steps per env step (0, 1), target entropy -3 (3),
     # tau 0.02 (1) and 256x256 nets (0) did worse (README Results;
     # benchmarks/results/learning/).
