@@ -467,9 +467,6 @@ PEER_UNSUPPORTED = (
     "policy_averaging_tau",
     "normalize_observations",
 )
-# And those SB3 alone does not: its critics are plain MLPs on the squared TD error
-# (the stock loop and the hybrid build our agent, so they follow these).
-SB3_UNSUPPORTED = ("critic_loss", "critic_layer_norm")
 
 
 def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):
@@ -481,7 +478,9 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
 
     hp = resolved_hparams(env_name, args.common_flags)
     unsupported = [(name, peers) for name in PEER_UNSUPPORTED]
-    if "sb3" in peers:
+    if "sb3" in peers:  # the stock loop and the hybrid build our agent and follow these
+        from peer_sb3 import SB3_UNSUPPORTED
+
         unsupported += [(name, ["sb3"]) for name in SB3_UNSUPPORTED]
     for name, refusing in unsupported:
         value, plain = getattr(hp, name), getattr(Hyperparams, name)

@@ -70,12 +70,17 @@ def _target_entropy(hp: dict, action_dim: int) -> float:
     return -action_dim / 2.0 if value is None else float(value)
 
 
+# Our hyperparameters SB3's SAC has no counterpart for, with the value it always
+# trains with: its critics are plain MLPs on the squared TD error.
+SB3_UNSUPPORTED = {"critic_loss": "squared", "critic_layer_norm": False}
+
+
 def agent_kwargs(hp: dict, action_dim: int) -> dict:
     """SB3 SAC's arguments that shape its updates, from our hparams: the learning
     rate (one for all three; ours must agree), batch size, tau, gamma, target
     update interval, temperature (learned, from 1) and its target, network sizes."""
-    for name, plain in (("critic_loss", "squared"), ("critic_layer_norm", False)):
-        if hp.get(name, plain) != plain:  # SB3's critics: plain MLPs, squared TD error
+    for name, plain in SB3_UNSUPPORTED.items():
+        if hp.get(name, plain) != plain:
             raise SystemExit(f"SB3 SAC cannot train with {name}={hp[name]}; use {plain}.")
     lrs = {hparam(hp, k) for k in ("actor_learning_rate", "critic_learning_rate")}
     if len(lrs) != 1:
