@@ -6,12 +6,13 @@ hundred steps; the test then checks every artefact a user relies on.
 
 import os
 import re
+import signal
 
 import numpy as np
 import portpicker
 import pytest
 import reverb
-from proc_utils import read, start, stop, wait_all, wait_for_log
+from proc_utils import kill_all, read, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay
@@ -27,6 +28,9 @@ SMALL = [
     f"--num_iterations={NUM_ITERATIONS}",
     "--initial_collect_steps=200",
     "--batch_size=32",
+    # The preset's 128 would admit only ~50 transitions in 200 train steps at batch 32,
+    # too few for both actors to be sure of a share; 8 admits ~800.
+    "--samples_per_insert=8",
     "--actor_fc_layer_params=16,16",
     "--critic_joint_fc_layer_params=16,16",
     "--eval_interval=100",
@@ -66,18 +70,37 @@ def finished_run(tmp_path_factory):
         "evaluator", clients + ["--poll_interval=0.5"], f"{root}/evaluator.log"
     )
     # The server starts last, once the learner and both actors say they are waiting
-    # for it: an actor still importing when a short run ends would write nothing.
-    for name in ["learner"] + [f"actor_{task}" for task in range(NUM_ACTORS)]:
-        wait_for_log(f"{root}/{name}.log", "Waiting for the Reverb server", DEADLINE_S, procs)
-    server = start(
-        "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
-    )
+    # for it. The learner is held (SIGSTOP) until both actors are in their collect
+    # loop: on a busy machine one actor can take longer to build its environment and
+    # policy than the learner takes for the whole short run, and would write nothing.
+    server = None
     try:
+        for name in ["learner"] + [f"actor_{task}" for task in range(NUM_ACTORS)]:
+            wait_for_log(f"{root}/{name}.log", "Waiting for the Reverb server", DEADLINE_S, procs)
+            if name == "learner":
+                procs["learner"].send_signal(signal.SIGSTOP)
+        server = start(
+            "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
+        )
+        for task in range(NUM_ACTORS):
+            # The actor's first replay-size check, made before its first env step.
+            wait_for_log(
+                f"{root}/actor_{task}.log",
+                rf"Actor {task}: (initial collect|replay holds)",
+                DEADLINE_S,
+                procs,
+            )
+        procs["learner"].send_signal(signal.SIGCONT)
         wait_all(procs, DEADLINE_S)
         info = reverb.Client(address).server_info(timeout=60)[replay.REPLAY_TABLE]
         inserted = int(info.rate_limiter_info.insert_stats.completed)
+    except BaseException:
+        procs["learner"].send_signal(signal.SIGCONT)
+        kill_all(procs)
+        raise
     finally:
-        stop(server)
+        if server is not None:
+            stop(server)
     codes = {name: p.returncode for name, p in procs.items()}
     codes["server"] = server.returncode
     yield root, codes, inserted
