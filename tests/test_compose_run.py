@@ -62,6 +62,9 @@ EVAL_INTERVAL = 100
 BUDGET_FLAGS = (
     f"--num_iterations={NUM_ITERATIONS}",
     "--initial_collect_steps=200",
+    # The preset's 128 at batch 128 admits ~200 transitions over the whole run; 8 admits
+    # ~3200, so every actor replica is sure of a share (a test asserts each wrote).
+    "--samples_per_insert=8",
     f"--eval_interval={EVAL_INTERVAL}",
     "--num_eval_episodes=1",
     f"--policy_save_interval={EVAL_INTERVAL}",
@@ -371,6 +374,11 @@ def compose_run(tmp_path_factory):
             procs.start(f"actor_{i}", argv_of("actor"), env_of("actor"))
             for i in range(1, replicas + 1)
         ]
+        # The learner starts once every replica is in its collect loop (its first
+        # replay-size check): a replica still building its environment when this short
+        # run ends would write nothing.
+        for actor in jobs:
+            wait_for_log(actor, r"Actor \d+: (initial collect|replay holds)", SERVER_READY_S)
         jobs += [procs.start(n, argv_of(n), env_of(n)) for n in ("learner", "evaluator")]
         board = procs.start(PUBLIC_SERVICE, argv_of(PUBLIC_SERVICE), env_of(PUBLIC_SERVICE))
         codes = wait_for_exit(jobs, JOBS_DEADLINE_S, watch=server)
