@@ -28,6 +28,13 @@ TINY_RUN_FLAGS = (
 )
 
 
+def actor_collecting(task: Optional[int] = None) -> str:
+    """The regex of an actor's first replay-size check, logged in its collect loop
+    before its first env step (any actor's, or task `task`'s)."""
+    who = r"\d+" if task is None else str(task)
+    return rf"Actor {who}: (initial collect|replay holds)"
+
+
 def start(module: str, flags, log_path: str) -> subprocess.Popen:
     """Starts `python -m sac_distributed.bin.<module> flags...`, output to `log_path`."""
     log = open(log_path, "a")

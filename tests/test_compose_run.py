@@ -41,7 +41,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import portpicker
 import pytest
-from proc_utils import kill_all, read, stop
+from proc_utils import actor_collecting, kill_all, read, stop
 from test_compose import (
     CLIENT_SERVICES,
     DOCKERFILE,
@@ -378,7 +378,7 @@ def compose_run(tmp_path_factory):
         # replay-size check): a replica still building its environment when this short
         # run ends would write nothing.
         for actor in jobs:
-            wait_for_log(actor, r"Actor \d+: (initial collect|replay holds)", SERVER_READY_S)
+            wait_for_log(actor, actor_collecting(), SERVER_READY_S)
         jobs += [procs.start(n, argv_of(n), env_of(n)) for n in ("learner", "evaluator")]
         board = procs.start(PUBLIC_SERVICE, argv_of(PUBLIC_SERVICE), env_of(PUBLIC_SERVICE))
         codes = wait_for_exit(jobs, JOBS_DEADLINE_S, watch=server)

@@ -12,7 +12,7 @@ import numpy as np
 import portpicker
 import pytest
 import reverb
-from proc_utils import kill_all, read, start, stop, wait_all, wait_for_log
+from proc_utils import actor_collecting, kill_all, read, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay
@@ -75,21 +75,16 @@ def finished_run(tmp_path_factory):
     # policy than the learner takes for the whole short run, and would write nothing.
     server = None
     try:
-        for name in ["learner"] + [f"actor_{task}" for task in range(NUM_ACTORS)]:
-            wait_for_log(f"{root}/{name}.log", "Waiting for the Reverb server", DEADLINE_S, procs)
-            if name == "learner":
-                procs["learner"].send_signal(signal.SIGSTOP)
+        wait_for_log(f"{root}/learner.log", "Waiting for the Reverb server", DEADLINE_S, procs)
+        procs["learner"].send_signal(signal.SIGSTOP)
+        for task in range(NUM_ACTORS):
+            log = f"{root}/actor_{task}.log"
+            wait_for_log(log, "Waiting for the Reverb server", DEADLINE_S, procs)
         server = start(
             "reverb_server", shared + [f"--port={port}", "--stats_interval=5"], f"{root}/server.log"
         )
         for task in range(NUM_ACTORS):
-            # The actor's first replay-size check, made before its first env step.
-            wait_for_log(
-                f"{root}/actor_{task}.log",
-                rf"Actor {task}: (initial collect|replay holds)",
-                DEADLINE_S,
-                procs,
-            )
+            wait_for_log(f"{root}/actor_{task}.log", actor_collecting(task), DEADLINE_S, procs)
         procs["learner"].send_signal(signal.SIGCONT)
         wait_all(procs, DEADLINE_S)
         info = reverb.Client(address).server_info(timeout=60)[replay.REPLAY_TABLE]
