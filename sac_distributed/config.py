@@ -636,6 +636,16 @@ _SMALL_CONTROL = Hyperparams(
     samples_per_insert=128.0,  # one update of batch 128 per env step
 )
 
+# rl-baselines3-zoo's learning rate, discount and target-update rate for its PyBullet
+# walkers (hyperparams/sac.yml).
+_ZOO_UPDATES = dict(
+    critic_learning_rate=7.3e-4,
+    actor_learning_rate=7.3e-4,
+    alpha_learning_rate=7.3e-4,
+    gamma=0.98,
+    target_update_tau=0.02,
+)
+
 PRESETS: Mapping[str, Hyperparams] = {
     "MinitaurBulletEnv-v0": _TUTORIAL,
     "HalfCheetahBulletEnv-v0": _LOCOMOTION,
@@ -645,11 +655,7 @@ PRESETS: Mapping[str, Hyperparams] = {
     # benchmarks/results/learning/).
     "AntBulletEnv-v0": dataclasses.replace(
         _LOCOMOTION,
-        critic_learning_rate=7.3e-4,
-        actor_learning_rate=7.3e-4,
-        alpha_learning_rate=7.3e-4,
-        gamma=0.98,
-        target_update_tau=0.02,
+        **_ZOO_UPDATES,
         actor_fc_layer_params=(400, 300),
         critic_joint_fc_layer_params=(400, 300),
     ),
@@ -663,11 +669,7 @@ PRESETS: Mapping[str, Hyperparams] = {
     # benchmarks/results/learning_walker_300k/.
     "Walker2DBulletEnv-v0": dataclasses.replace(
         _LOCOMOTION,
-        critic_learning_rate=7.3e-4,
-        actor_learning_rate=7.3e-4,
-        alpha_learning_rate=7.3e-4,
-        gamma=0.98,
-        target_update_tau=0.02,
+        **_ZOO_UPDATES,
         target_entropy=-6.0,
     ),
     # n-step returns, a longer horizon, the Huber critic loss and policy averaging
