@@ -22,6 +22,8 @@ Finished runs are kept under
 OUT/runs/<env>/<system>-<variant>/seed<N>/ (results.csv + run.json) and never
 redone, so a sweep resumes where it stopped. After every run OUT/summary.md,
 OUT/summary.json and OUT/<env>.png are rewritten from everything in OUT.
+Ctrl-C (or SIGTERM) stops the runs in progress as sac-launch stops its jobs and
+exits 130; they are not recorded, and the same command starts them over.
 
     python benchmarks/learning.py --envs=Pendulum-v1 --seeds=0,1,2 --env_steps=20000
     python benchmarks/learning.py --envs=HalfCheetahBulletEnv-v0 --systems=ours,sb3 \\
@@ -38,6 +40,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -237,9 +240,12 @@ class Running:
             return 0
         return points[-1].env_steps if points else 0
 
+    def close_log(self) -> None:
+        self._log.close()
+
     def finish(self, out: str, budget: Budget) -> dict:
         """Copies the results into OUT and writes run.json; returns its record."""
-        self._log.close()
+        self.close_log()
         target = run_dir(out, self.spec)
         os.makedirs(target, exist_ok=True)
         code = self.process.returncode
@@ -329,10 +335,69 @@ def sweep(args: argparse.Namespace) -> int:
     for spec in todo:  # fail on a bad flag before anything starts
         command(spec, budget, args.work_dir, args.sb3_python)
     running: List[Running] = []
+    stop = StopRequest()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        failures = _run_all(args, budget, todo, running, stop)
+        if stop.signum is not None:
+            stop_runs(running)
+            _log(
+                f"{signal.Signals(stop.signum).name}: stopped {len(running)} run(s) in "
+                "progress, not recorded; run the same command again to resume (those "
+                "runs start over)"
+            )
+            return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if runs:
+        learning_report.write_report(args.out)
+    _log(f"sweep finished: {failures} failed run(s); report in {args.out}/summary.md")
+    return 1 if failures else 0
+
+
+class StopRequest:
+    """A signal handler that records Ctrl-C or SIGTERM for the sweep loop to act on."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    def __call__(self, signum: int, frame) -> None:
+        self.signum = signum
+
+
+# sac-launch gives its clients, then its servers, up to 120 s each to stop.
+STOP_GRACE_S = 300.0
+
+
+def stop_runs(running: List[Running], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERMs each run's process (in its own session, so Ctrl-C never reached it)
+    and waits, so that sac-launch stops its jobs in order; SIGKILLs what is left of
+    a run's process group after `grace_s`."""
+    for run in running:
+        if run.process.poll() is None:
+            run.process.terminate()
+    deadline = time.monotonic() + grace_s
+    for run in running:
+        try:
+            run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _log(f"{run.spec.key} did not stop within {grace_s:.0f} s: SIGKILL")
+            try:
+                os.killpg(run.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            run.process.wait()
+        run.close_log()
+
+
+def _run_all(args, budget: Budget, todo: List[RunSpec], running: List[Running], stop) -> int:
+    """Starts and collects runs, `args.parallel` at a time, until all are done or a
+    stop is requested; returns the failures."""
     failures = 0
     sweep_start, last_progress = time.time(), 0.0
-    while todo or running:
-        while todo and len(running) < args.parallel:
+    while (todo or running) and stop.signum is None:
+        while todo and len(running) < args.parallel and stop.signum is None:
             spec = todo.pop(0)
             work = os.path.join(args.work_dir, spec.key)
             shutil.rmtree(work, ignore_errors=True)
@@ -351,10 +416,7 @@ def sweep(args: argparse.Namespace) -> int:
             last_progress = time.time()
             _progress(running, todo, budget, sweep_start)
         time.sleep(1.0)
-    if runs:
-        learning_report.write_report(args.out)
-    _log(f"sweep finished: {failures} failed run(s); report in {args.out}/summary.md")
-    return 1 if failures else 0
+    return failures
 
 
 def _progress(running: List[Running], todo: List[RunSpec], budget: Budget, start: float) -> None:

@@ -8,6 +8,7 @@ resumes (runs nothing), and the errors for bad input.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from bench.sac_launch import parse_named_flags  # noqa: E402
 from bench.timing import median_time  # noqa: E402
 from learning_report import Point  # noqa: E402
 from peer_common import RESULTS_HEADER  # noqa: E402
+from proc_utils import DEADLINE_S, read, wait_for_log  # noqa: E402
 
 from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
 
@@ -337,6 +339,49 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
     assert second.returncode == 0, second.stdout[-3000:]
     assert "2 runs planned, 2 already done, 0 to run" in second.stdout
     assert "start " not in second.stdout
+
+
+def _processes_mentioning(text: str) -> list:
+    """The pids whose command line contains `text` (this test's scratch paths)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_runs_in_progress_and_records_none(tmp_path):
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    long_run = [a for a in TINY if not a.startswith("--env_steps=")] + ["--env_steps=500000"]
+    log_path = str(tmp_path / "sweep.log")
+    with open(log_path, "w") as log:
+        sweep = subprocess.Popen(
+            [sys.executable, os.path.join(BENCH, "learning.py"), *long_run,
+             "--systems=ours", f"--out={out}", f"--work_dir={work}"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        # The evaluator's first row: server, actor, learner and evaluator are all up.
+        eval_dir = os.path.join(work, "Pendulum-v1", "ours-preset", "seed0", "root", "eval")
+        results = os.path.join(eval_dir, "results.csv")
+        wait_for_log(results, r"\n0,", DEADLINE_S, {"the sweep": sweep})
+        jobs = _processes_mentioning(work)
+        assert len(jobs) >= 5, f"sac-launch and its four jobs: {jobs}"
+        sweep.send_signal(signal.SIGTERM)
+        assert sweep.wait(timeout=DEADLINE_S) == 130, read(log_path)[-3000:]
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    said = read(log_path)
+    assert "SIGTERM: stopped 1 run(s) in progress, not recorded" in said, said[-3000:]
+    left = [pid for pid in jobs if os.path.exists(f"/proc/{pid}")]
+    assert not left and not _processes_mentioning(work), f"still running: {left}"
+    assert not os.path.exists(os.path.join(out, "runs")), "an interrupted run is not recorded"
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path):
