@@ -386,8 +386,8 @@ def plot_env(env_name: str, runs: List[Run], path: str) -> str:
     budget = max((p.env_steps for r in runs for p in r.points), default=0)
     for ax, names in zip(axes, panels):
         for group in names:
-            _plot_group(ax, group, groups[group])
-        _plot_reference(ax, env_name, budget)
+            plot_group(ax, f"{group} (n={len(groups[group])})", groups[group])
+        plot_reference(ax, env_name, budget)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="lower right", fontsize=7)
     for ax in axes[len(panels) :]:  # panels left over in the last row
@@ -399,20 +399,22 @@ def plot_env(env_name: str, runs: List[Run], path: str) -> str:
     return path
 
 
-def _plot_group(ax, group: str, group_runs: List[Run]) -> None:
+def plot_group(ax, label: str, group_runs: List[Run]) -> None:
+    """One median line and its min-max band over `group_runs`, on their common evals."""
     grid = sorted({p.env_steps for r in group_runs for p in r.points})
     rows = [[return_at(r.points, x) for r in group_runs] for x in grid]
     xs = [x for x, row in zip(grid, rows) if all(v is not None for v in row)]
     rows = [row for row in rows if all(v is not None for v in row)]
     if not xs:
         return
-    line = ax.plot(xs, [statistics.median(r) for r in rows], label=f"{group} (n={len(group_runs)})")
+    line = ax.plot(xs, [statistics.median(r) for r in rows], label=label)
     ax.fill_between(
         xs, [min(r) for r in rows], [max(r) for r in rows], alpha=0.2, color=line[0].get_color()
     )
 
 
-def _plot_reference(ax, env_name: str, budget: int) -> None:
+def plot_reference(ax, env_name: str, budget: int) -> None:
+    """The reference points (REFERENCE) up to about `budget` env steps, as black crosses."""
     # Only the reference points within the runs' budget: a 1M point would squeeze
     # a 100k curve into the left tenth of the plot.
     reference = {x: y for x, y in REFERENCE.get(env_name, {}).items() if x <= 1.1 * budget}
