@@ -121,12 +121,20 @@ def load_runs(out: str) -> List[Run]:
         return runs
     for env_name in sorted(os.listdir(root)):
         for group in sorted(os.listdir(os.path.join(root, env_name))):
-            group_dir = os.path.join(root, env_name, group)
-            for seed_dir in sorted(os.listdir(group_dir)):
-                run = _load_run(env_name, group, os.path.join(group_dir, seed_dir))
-                if run is not None:
-                    runs.append(run)
+            runs += load_group(out, env_name, group)
     return runs
+
+
+def load_group(out: str, env_name: str, group: str) -> List[Run]:
+    """The finished runs of one env's system-variant under OUT/runs (none if absent)."""
+    group_dir = os.path.join(out, "runs", env_name, group)
+    if not os.path.isdir(group_dir):
+        return []
+    runs = [
+        _load_run(env_name, group, os.path.join(group_dir, d))
+        for d in sorted(os.listdir(group_dir))
+    ]
+    return [r for r in runs if r is not None]
 
 
 def _load_run(env_name: str, group: str, path: str) -> Optional[Run]:

@@ -142,11 +142,7 @@ def _plain(value: object) -> object:
 def curve_runs(results: str, env_name: str, curve: Curve) -> List[learning_report.Run]:
     """The finished runs behind one curve; a clear error when there are none."""
     out = os.path.join(results, curve.out)
-    runs = [
-        r
-        for r in learning_report.load_runs(out)
-        if r.env_name == env_name and r.group == curve.group
-    ]
+    runs = learning_report.load_group(out, env_name, curve.group)
     if not runs:
         raise ValueError(
             f"No finished runs for {env_name} {curve.group} under {out}/runs: the figure's "
