@@ -18,7 +18,9 @@ from sac_distributed.errors import ConfigError
 DEFAULT_ENV_NAME = "Pendulum-v1"
 DEFAULT_PORT = 8008
 STRATEGIES = ("default", "mirrored", "tpu")
-ENGINES = ("local", "ray")  # who starts the jobs: sac-launch's own Supervisor, or a Ray cluster
+# Who starts the jobs: sac-launch's own Supervisor (a process each), a Ray cluster, or
+# sac-launch as threads of its own process (thread_launch.py).
+ENGINES = ("local", "ray", "threads")
 MAX_N_STEP = 100
 MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 
