@@ -3,7 +3,9 @@
 Runs sac-launch until the evaluator's first row at or above --target_return (or
 --max_s), stops it as Ctrl-C would, and prints, in seconds since the launch, the
 first log lines of each job and its milestones (server listening, warm-up, train
-steps, evaluations). It explains the time_to_return figure of compare.py.
+steps, evaluations). It explains the time_to_return figure of compare.py. The
+timeline needs the local engine's per-job logs (root_dir/logs/<job>.log), so it
+shows none for --launch_flags=--engine=threads, which logs to the console only.
 
     python benchmarks/startup_timeline.py --env_name=Pendulum-v1 --target_return=-200
 """
