@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import List
 
 import pytest
 from proc_utils import DEADLINE_S
@@ -39,6 +40,19 @@ def _launch(args, **kwargs) -> subprocess.Popen:
     )
 
 
+def read_until(proc: subprocess.Popen, marker: str) -> List[str]:
+    """The output lines up to the first one with `marker` (asserted), read as they come."""
+    deadline = time.monotonic() + DEADLINE_S
+    seen: List[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line or time.monotonic() > deadline:
+            break
+    assert any(marker in line for line in seen), "".join(seen)[-3000:]
+    return seen
+
+
 def _no_children_left(root_dir: str) -> bool:
     """True when no process is still running with this root_dir on its command line."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -61,15 +75,7 @@ def test_launch_reports_failing_child(tmp_path):
 def test_launch_stops_everything_on_ctrl_c(tmp_path):
     root = str(tmp_path / "interrupted")
     proc = _launch([f"--root_dir={root}", *TINY[1:], "--num_iterations=1000000"])
-    # Wait until training is under way, reading output as it comes.
-    deadline = time.monotonic() + DEADLINE_S
-    seen = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        seen.append(line)
-        if "Eval at train_step" in line or time.monotonic() > deadline:
-            break
-    assert any("Eval at train_step" in line for line in seen), "".join(seen)[-3000:]
+    seen = read_until(proc, "Eval at train_step")  # training is under way
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=DEADLINE_S)
     out = "".join(seen) + rest

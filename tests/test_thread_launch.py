@@ -6,7 +6,7 @@ import signal
 
 import pytest
 from proc_utils import DEADLINE_S
-from test_launch import TINY, _launch
+from test_launch import TINY, _launch, read_until
 
 from sac_distributed import results
 
@@ -51,13 +51,7 @@ def test_ctrl_c_stops_a_threaded_run_clients_first_then_the_server(tmp_path):
     proc = _launch(
         [f"--root_dir={root}", "--engine=threads", *TINY[1:], "--num_iterations=1000000"]
     )
-    seen = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        seen.append(line)
-        if "Eval at train_step" in line:
-            break
-    assert any("Eval at train_step" in line for line in seen), "".join(seen)[-3000:]
+    seen = read_until(proc, "Eval at train_step")  # training is under way
 
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=DEADLINE_S)

@@ -1,4 +1,4 @@
-"""sac-launch: the whole job, each piece in its own process, here or on a Ray cluster.
+"""sac-launch: the whole job, each piece in its own process (here or on a Ray cluster) or thread.
 
     sac-launch                                 # embedded default: Pendulum-v1
     sac-launch --env_name=HalfCheetahBulletEnv-v0 --num_actors=2 --root_dir=/tmp/cheetah
