@@ -29,9 +29,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
 from bench.sac_launch import sac_launch_executable  # noqa: E402
+from bench.time_to_return import read_points_so_far  # noqa: E402
 
 from sac_distributed import paths, results  # noqa: E402
-from sac_distributed.errors import ConfigError  # noqa: E402
 
 # absl's line prefix: I1126 14:02:57.123456 pid file:line] message
 _ABSL = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+) +\d+ [^\]]*\] (.*)$")
@@ -60,10 +60,7 @@ def parse_line(line: str, year: int) -> Optional[Tuple[float, str]]:
 
 
 def first_row_at(results_path: str, target: float) -> Optional[results.EvalPoint]:
-    try:
-        points = results.read_results(results_path)
-    except ConfigError:  # not written yet, or a row half written
-        return None
+    points = read_points_so_far(results_path)
     return next((p for p in points if p.average_return >= target), None)
 
 

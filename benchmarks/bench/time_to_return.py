@@ -162,7 +162,7 @@ def _watch_results(
     deadline = start_wall + 60.0 * s.max_minutes
     while time.time() < deadline:
         exited = proc.poll() is not None
-        for point in _read_points(path):
+        for point in read_points_so_far(path):
             if point.average_return >= s.target_return:
                 return Reached(
                     point.wall_time - start_wall,
@@ -177,7 +177,7 @@ def _watch_results(
     return None
 
 
-def _read_points(path: str) -> List[results.EvalPoint]:
+def read_points_so_far(path: str) -> List[results.EvalPoint]:
     """The evaluations so far; none while the file is missing or a row half written."""
     try:
         return results.read_results(path)
