@@ -1,6 +1,6 @@
-"""SGD steps/s of the prioritized-replay update against the uniform one.
+"""SGD steps/s of the prioritized-replay and XLA-compiled updates against the uniform one.
 
-Both run `SacLearner` in this process on one constant batch (no sampling, so
+All run `SacLearner` in this process on one constant batch (no sampling, so
 only the update's own cost differs), with an env preset's network and batch
 sizes:
 
@@ -10,7 +10,10 @@ sizes:
   per+updates  the same, plus handing each call's priorities to a
                `PriorityUpdater` whose thread sends them to a real in-process
                Reverb server holding the batch's items (what the learner job
-               adds: the NumPy conversion and a thread competing for the CPU).
+               adds: the NumPy conversion and a thread competing for the CPU);
+  xla          `SacLearner.step`'s loop with SacAgent's update compiled by
+               XLA (`tf.function(jit_compile=True)`), to see whether fusing
+               its many small ops pays on this CPU (not in the default --modes).
 
 Modes alternate over --rounds rounds of --calls calls of --steps_per_call
 steps each; the median per mode is reported, and its median ratio to the
@@ -20,6 +23,7 @@ that measures the update's cost far more steadily than wall time does. The
 numbers are indicative only.
 
     python benchmarks/per_step_cost.py --env_name=Pendulum-v1
+    python benchmarks/per_step_cost.py --env_name=HalfCheetahBulletEnv-v0 --modes=uniform,xla
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from sac_distributed import priorities, replay, sac_learner
 from sac_distributed import specs as specs_lib
 from sac_distributed.config import hyperparams_for
 
-MODES = ("uniform", "per", "per+updates")
+MODES = ("uniform", "per", "per+updates", "xla")
+DEFAULT_MODES = ("uniform", "per", "per+updates")
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -99,6 +104,26 @@ def _rate(fn, calls: int, steps_per_call: int, clock) -> float:
     return calls * steps_per_call / (clock() - start)
 
 
+def xla_steps(learner: sac_learner.SacLearner):
+    """`fn(iterator, num_steps)`: `num_steps` of SacAgent's update in a tf.while_loop,
+    each step one XLA-compiled call (the iterator cannot be compiled); the last losses."""
+    agent = learner.agent
+
+    def update(experience):
+        info = agent._train(experience, weights=None)  # noqa: SLF001
+        return info.loss, info.extra.critic_loss, info.extra.actor_loss, info.extra.alpha_loss
+
+    compiled = tf.function(update, jit_compile=True, autograph=False)
+
+    def steps(iterator, num_steps):
+        zero = tf.constant(0.0)
+        start = (tf.constant(0), (zero, zero, zero, zero))
+        body = lambda i, _: (i + 1, compiled(next(iterator)))  # noqa: E731
+        return tf.while_loop(lambda i, _: i < num_steps, body, start)[1]
+
+    return tf.function(steps, autograph=False)
+
+
 def measure(args: argparse.Namespace) -> Dict[str, List[float]]:
     """Steps/s per mode, one value per round."""
     specs = specs_lib.specs_for(args.env_name)
@@ -115,6 +140,7 @@ def measure(args: argparse.Namespace) -> Dict[str, List[float]]:
     prioritized = iter(tf.data.Dataset.from_tensors((experience, info)).repeat())
     updater = priorities.PriorityUpdater([f"localhost:{server.port}"])
     n = args.steps_per_call
+    xla = xla_steps(learner) if "xla" in args.modes else None
 
     def with_updates():
         _, update = learner.step_prioritized(prioritized, n)
@@ -124,20 +150,30 @@ def measure(args: argparse.Namespace) -> Dict[str, List[float]]:
         "uniform": lambda: learner.step(uniform, n),
         "per": lambda: learner.step_prioritized(prioritized, n),
         "per+updates": with_updates,
+        "xla": lambda: xla(uniform, tf.constant(n)),
     }
-    for mode in MODES:  # trace and warm up
+    for mode in args.modes:  # trace and warm up
         started = time.perf_counter()
         calls[mode]()
         logging.info("%s: first call (tracing) %.1f s", mode, time.perf_counter() - started)
-    rates: Dict[str, List[float]] = {mode: [] for mode in MODES}
+    rates: Dict[str, List[float]] = {mode: [] for mode in args.modes}
     for round_ in range(args.rounds):
-        for mode in MODES:
+        for mode in args.modes:
             rates[mode].append(_rate(calls[mode], args.calls, n, _CLOCKS[args.clock]))
             logging.info("round %d %s: %.1f steps/%s-s", round_, mode, rates[mode][-1], args.clock)
     updater.close()
     logging.info("priority updates sent %d, dropped %d", updater.sent, updater.dropped)
     server.stop()
     return rates
+
+
+def parse_modes(parser: argparse.ArgumentParser, text: str) -> tuple:
+    """The modes to run, uniform first; exits with a usage error on an unknown one."""
+    named = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in named if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    return ("uniform", *(m for m in MODES if m in named and m != "uniform"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -148,7 +184,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds per mode")
     p.add_argument("--clock", choices=tuple(_CLOCKS), default="wall", help="wall or CPU seconds")
     p.add_argument("--json", default="", help="also write the medians to this file")
+    p.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma list of {', '.join(MODES)} (uniform is always run: the ratios' base)",
+    )
     args = p.parse_args(argv)
+    args.modes = parse_modes(p, args.modes)
     logging.set_verbosity(logging.INFO)
     rates = measure(args)
     medians = {mode: statistics.median(values) for mode, values in rates.items()}
@@ -157,7 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         mode: statistics.median(r / u for r, u in zip(values, rates["uniform"]))
         for mode, values in rates.items()
     }
-    for mode in MODES:
+    for mode in args.modes:
         logging.info(
             "%-12s median %7.1f steps/%s-s; median ratio to uniform in the same round %.2f",
             mode,
