@@ -7,9 +7,20 @@ before any TensorFlow op runs, so that MirroredStrategy gets two replicas.
 Factories (`new_server`, `write_replay`, `new_learner`) are session-scoped so
 that module-scoped fixtures can use them too; the function-scoped fixtures
 (`reverb_server`, `fill_replay`, `make_learner`, ...) are built on them.
+
+Every TensorFlow in the suite (the pytest workers and the binaries they start,
+which inherit the environment) runs its ops on one thread: with two workers on
+two cores, each test's several TF processes otherwise start thread pools sized
+for the whole machine and crowd each other out. The tests check what happens,
+not how fast; the benchmarks run with TensorFlow's defaults.
 """
 
-import sac_distributed  # noqa: F401  (must come before tensorflow)
+import os
+
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+import sac_distributed  # noqa: F401, E402  (must come before tensorflow)
 from sac_distributed import agent as agent_lib
 
 agent_lib.use_logical_cpus(2)
