@@ -283,21 +283,26 @@ def make_learner(new_learner, reverb_server):
 # leaving the short ones for the end keeps both workers busy until the last
 # minute. Order only: a file missing here still runs, after these, in the usual
 # order.
-LONGEST_FILES_FIRST = (
-    "test_reliability.py",  # ~120 s
-    "test_shards.py",  # ~110 s
-    "test_eval_sync.py",  # ~100 s
-    "test_ray_launch.py",  # ~60 s
-    "test_launch.py",  # ~55 s
-    "test_guards.py",  # ~55 s
-    "test_config_mismatch.py",  # ~50 s
-    "test_load.py",  # ~50 s
-    "test_replay_checkpoints.py",  # ~50 s
-    "test_notebook.py",  # ~50 s
-    "test_bad_input.py",  # ~45 s
-    "test_learning_benchmark.py",  # ~40 s
-    "test_kubernetes.py",  # ~40 s
-    "test_launch_shards.py",  # ~40 s
+LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
+    "test_reliability.py",  # ~190 s
+    "test_shards.py",  # ~150 s
+    "test_learning_benchmark.py",  # ~135 s
+    "test_policy_averaging.py",  # ~115 s
+    "test_learner.py",  # ~90 s
+    "test_thread_launch.py",  # ~85 s
+    "test_peer_sb3loop.py",  # ~80 s
+    "test_launch.py",  # ~75 s
+    "test_ray_launch.py",  # ~65 s
+    "test_config_mismatch.py",  # ~60 s
+    "test_prioritized_replay.py",  # ~55 s
+    "test_exported_policy.py",  # ~55 s
+    "test_evaluate_tool.py",  # ~50 s
+    "test_seed.py",  # ~50 s
+    "test_status.py",  # ~50 s
+    "test_eval_sync.py",  # ~45 s
+    "test_load.py",  # ~45 s
+    "test_notebook.py",  # ~45 s
+    "test_launch_shards.py",  # ~45 s
 )
 
 
