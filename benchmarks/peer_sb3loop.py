@@ -156,7 +156,9 @@ def make_update(agent, obs_dim: int, action_dim: int):
     vec = lambda d: tf.TensorSpec([None, d], tf.float32)  # noqa: E731
     one = tf.TensorSpec([None], tf.float32)
 
-    @tf.function(input_signature=[vec(obs_dim), vec(action_dim), one, one, vec(obs_dim)])
+    @tf.function(
+        input_signature=[vec(obs_dim), vec(action_dim), one, one, vec(obs_dim)], autograph=False
+    )
     def update(obs, action, reward, done, next_obs):
         info = agent._train(as_transition(obs, action, reward, done, next_obs), weights=None)  # noqa: SLF001
         return info.loss
