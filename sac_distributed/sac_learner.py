@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -164,18 +165,20 @@ class SacLearner:
         return self._checkpoints.latest_checkpoint
 
     def _make_savers(self) -> Dict[str, policy_saver.PolicySaver]:
-        # SacAgent's policy and collect_policy are one stochastic policy.
+        # SacAgent's policy and collect_policy are one stochastic policy: one saver
+        # serves both names, and an export writes it once and copies the directory.
         acting = self.agent.policy if self.averager is None else self.averager.policy
-        policies = {
-            "policy": acting,
-            "collect_policy": acting,
-            "greedy_policy": greedy_policy.GreedyPolicy(acting),
+        acting_saver = policy_saver.PolicySaver(acting, batch_size=None, train_step=self.train_step)
+        greedy = greedy_policy.GreedyPolicy(acting)
+        savers = {
+            "policy": acting_saver,
+            "collect_policy": acting_saver,
+            "greedy_policy": policy_saver.PolicySaver(
+                greedy, batch_size=None, train_step=self.train_step
+            ),
         }
-        assert tuple(policies) == paths.POLICY_NAMES
-        return {
-            name: policy_saver.PolicySaver(p, batch_size=None, train_step=self.train_step)
-            for name, p in policies.items()
-        }
+        assert tuple(savers) == paths.POLICY_NAMES
+        return savers
 
     # --- the update --------------------------------------------------------------
 
@@ -397,10 +400,18 @@ class SacLearner:
         if step == self._last_exported_step:
             return
         root = paths.policies_dir(self._root_dir)
+        written: Dict[int, str] = {}  # id(saver) -> the directory it wrote in this export
         for name, saver in self._savers.items():
             tmp = os.path.join(root, f".{name}.tmp")
-            saver.save(tmp)
-            replace_dir(tmp, paths.policy_dir(self._root_dir, name))
+            if id(saver) in written:  # the same policy under another name: same files
+                if os.path.exists(tmp):
+                    shutil.rmtree(tmp)
+                shutil.copytree(written[id(saver)], tmp)
+            else:
+                saver.save(tmp)
+            final = paths.policy_dir(self._root_dir, name)
+            replace_dir(tmp, final)
+            written[id(saver)] = final
         self._last_exported_step = step
         logging.info("Exported policies at train_step %d to %s.", step, root)
 

@@ -130,6 +130,7 @@ def test_replay_received_items_from_every_actor(finished_run):
 
 
 def test_policies_load_and_act_in_bounds(finished_run):
+    import tensorflow as tf
     from tf_agents.environments import suite_gym
     from tf_agents.policies import py_tf_eager_policy
 
@@ -145,6 +146,16 @@ def test_policies_load_and_act_in_bounds(finished_run):
         action = policy.action(time_step).action
         assert action.shape == spec.shape
         assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+    # SacAgent's policy and collect_policy are one policy: the export writes it once
+    # and copies it, so the two hold the same weights.
+    weights = [
+        tf.train.load_checkpoint(os.path.join(root, "policies", name, "variables", "variables"))
+        for name in ("policy", "collect_policy")
+    ]
+    names = sorted(weights[0].get_variable_to_shape_map())
+    assert names == sorted(weights[1].get_variable_to_shape_map())
+    for var in names:
+        np.testing.assert_array_equal(weights[0].get_tensor(var), weights[1].get_tensor(var))
 
 
 def test_run_info_names_the_environment(finished_run):
