@@ -55,6 +55,7 @@ import reverb
 import tensorflow as tf
 import tree
 from absl import logging
+from reverb.cc import schema_pb2
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
@@ -550,6 +551,26 @@ def open_trajectory_writer(
 def table_info(client: reverb.Client, table: str, timeout_s: int = 5):
     """The TableInfo of `table` (size, inserts, samples)."""
     return client.server_info(timeout=timeout_s)[table]
+
+
+def table_counts(client: reverb.Client, timeout_s: int = 5) -> Dict[str, schema_pb2.TableInfo]:
+    """Every table's info as Reverb's TableInfo proto, its signature left encoded.
+
+    `client.server_info` decodes each table's signature into TensorSpecs on every
+    call: 1.9 ms a call for our three HalfCheetah tables against 0.5 ms for the
+    answer itself (`benchmarks/results/pull_cost/`). Sizes and counts, which the
+    frequent callers (weight pulls) need, have the same field names here.
+    """
+    try:
+        answers = client._client.ServerInfo(timeout_s)  # noqa: SLF001 (see above)
+    except RuntimeError as error:
+        if "Deadline Exceeded" in str(error):  # what server_info raises for it
+            raise reverb.errors.DeadlineExceededError(
+                f"ServerInfo did not complete within {timeout_s} s"
+            ) from None
+        raise
+    infos = (schema_pb2.TableInfo.FromString(answer) for answer in answers)
+    return {info.name: info for info in infos}
 
 
 def table_transitions_per_item(client: reverb.Client, timeout_s: int = 5) -> int:

@@ -9,7 +9,7 @@ first and nothing goes through the filesystem.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import reverb
@@ -42,6 +42,8 @@ class VariableContainer:
         self._client = client
         self._writer: Optional[reverb.TrajectoryWriter] = None
         self._priority_writer: Optional[reverb.TrajectoryWriter] = None
+        # table -> (its insert count, the item sampled at that count)
+        self._cache: Dict[str, Tuple[int, Any]] = {}
 
     def push(
         self,
@@ -85,43 +87,57 @@ class VariableContainer:
         self._priority_writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
 
     def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:
-        """The latest snapshot, or None while the learner has pushed nothing."""
-        infos = self._client.server_info(timeout=timeout_s)
-        if infos[replay.VARIABLE_TABLE].current_size == 0:
+        """The latest snapshot, or None while the learner has pushed nothing.
+
+        One cheap ServerInfo call per pull; the weights travel only when the
+        learner has pushed since the last pull (its table's insert count moved),
+        so actors may pull every few steps.
+        """
+        try:
+            return self._pull(timeout_s)
+        except Exception:
+            self._cache.clear()  # a restarted server may count its inserts anew
+            raise
+
+    def _pull(self, timeout_s: int) -> Optional[VariableSnapshot]:
+        infos = replay.table_counts(self._client, timeout_s)
+        data = self._latest(infos, replay.VARIABLE_TABLE)
+        if data is None:
             return None
-        sample = next(
-            self._client.sample(
-                replay.VARIABLE_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
-            )
-        )
-        data = sample.data
+        priority = self._latest(infos, replay.MAX_PRIORITY_TABLE)
         return VariableSnapshot(
-            policy_weights=[np.asarray(w) for w in data[replay.POLICY_VARIABLES]],
+            policy_weights=[np.array(w) for w in data[replay.POLICY_VARIABLES]],  # own copies
             train_step=int(data[replay.TRAIN_STEP]),
             learner_done=bool(data[replay.LEARNER_DONE]),
             normalization=ObservationNormalization(
-                mean=np.asarray(data[replay.OBSERVATION_MEAN]),
-                std=np.asarray(data[replay.OBSERVATION_STD]),
+                mean=np.array(data[replay.OBSERVATION_MEAN]),
+                std=np.array(data[replay.OBSERVATION_STD]),
                 clip=float(data[replay.OBSERVATION_CLIP]),
             ),
-            max_priority=self._pull_max_priority(infos),
+            max_priority=None if priority is None else float(priority[replay.MAX_PRIORITY]),
         )
 
     def pull_max_priority(self, timeout_s: int = 10) -> Optional[float]:
         """The published max priority alone (a restarting learner resumes from it)."""
-        return self._pull_max_priority(self._client.server_info(timeout=timeout_s))
+        infos = replay.table_counts(self._client, timeout_s)
+        data = self._latest(infos, replay.MAX_PRIORITY_TABLE)
+        return None if data is None else float(data[replay.MAX_PRIORITY])
 
-    def _pull_max_priority(self, infos) -> Optional[float]:
-        """The published max priority; None (and no extra call) when there is none."""
-        info = infos.get(replay.MAX_PRIORITY_TABLE)
+    def _latest(self, infos, table: str):
+        """The one item of `table` (a max_size=1 table); None when it is empty or
+        absent. Sampled only when its insert count differs from the last sample's."""
+        info = infos.get(table)
         if info is None or info.current_size == 0:
             return None
+        count = info.rate_limiter_info.insert_stats.completed
+        cached = self._cache.get(table)
+        if cached is not None and cached[0] == count:
+            return cached[1]
         sample = next(
-            self._client.sample(
-                replay.MAX_PRIORITY_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True
-            )
+            self._client.sample(table, 1, emit_timesteps=False, unpack_as_table_signature=True)
         )
-        return float(sample.data[replay.MAX_PRIORITY])
+        self._cache[table] = (count, sample.data)
+        return sample.data
 
     def close(self) -> None:
         for writer in (self._writer, self._priority_writer):

@@ -94,6 +94,64 @@ def test_push_replaces_the_single_item(client, env_specs, hparams):
     assert all(np.all(w == 7) for w in snapshot.policy_weights)
 
 
+def _samples(client, table=replay.VARIABLE_TABLE) -> int:
+    return replay.table_info(client, table).rate_limiter_info.sample_stats.completed
+
+
+def test_weights_travel_only_after_a_push(client, env_specs, hparams):
+    shapes = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
+    learner, actor = VariableContainer(client), VariableContainer(client)
+    try:
+        learner.push([np.full(s.shape, 1, np.float32) for s in shapes], train_step=1)
+        first = actor.pull()
+        sampled = _samples(client)
+        again = actor.pull()  # nothing new: the same weights, no second sample
+        assert _samples(client) == sampled
+        assert again.train_step == first.train_step == 1
+        assert all(np.all(w == 1) for w in again.policy_weights)
+
+        learner.push([np.full(s.shape, 2, np.float32) for s in shapes], train_step=2)
+        newer = actor.pull()
+        assert _samples(client) == sampled + 1
+        assert newer.train_step == 2 and all(np.all(w == 2) for w in newer.policy_weights)
+        # Each pull hands out its own arrays: a caller changing them spoils no later pull.
+        newer.policy_weights[0][...] = -1
+        assert np.all(actor.pull().policy_weights[0] == 2)
+    finally:
+        learner.close()
+
+
+def test_a_pull_after_an_error_samples_anew(client, env_specs, hparams, monkeypatch):
+    """A failed pull forgets what it had: a restarted server counts its inserts anew."""
+    shapes = replay.variable_signature(env_specs, hparams)[replay.POLICY_VARIABLES]
+    learner, actor = VariableContainer(client), VariableContainer(client)
+    try:
+        learner.push([np.zeros(s.shape, np.float32) for s in shapes], train_step=3)
+        actor.pull()
+        real = replay.table_counts
+
+        def unreachable(*args, **kwargs):
+            raise reverb.errors.DeadlineExceededError("the server is gone")
+
+        monkeypatch.setattr(replay, "table_counts", unreachable)
+        with pytest.raises(reverb.errors.DeadlineExceededError):
+            actor.pull()
+        monkeypatch.setattr(replay, "table_counts", real)
+        sampled = _samples(client)
+        assert actor.pull().train_step == 3
+        assert _samples(client) == sampled + 1
+    finally:
+        learner.close()
+
+
+def test_table_counts_without_a_server_is_a_deadline_error():
+    import portpicker
+
+    client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
+    with pytest.raises(reverb.errors.DeadlineExceededError):
+        replay.table_counts(client, timeout_s=1)
+
+
 @pytest.mark.parametrize("weight_scale", [0.1, 0.5, 3.0])
 def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_scale):
     variables = sac_learner.policy_variables(agent)
