@@ -557,8 +557,8 @@ def table_counts(client: reverb.Client, timeout_s: int = 5) -> Dict[str, schema_
     """Every table's info as Reverb's TableInfo proto, its signature left encoded.
 
     `client.server_info` decodes each table's signature into TensorSpecs on every
-    call: 1.9 ms a call for our three HalfCheetah tables against 0.5 ms for the
-    answer itself (`benchmarks/results/pull_cost/`). Sizes and counts, which the
+    call, which costs about as much again as the answer itself (HalfCheetah's
+    tables: `python benchmarks/pull_cost.py`). Sizes and counts, which the
     frequent callers (weight pulls) need, have the same field names here.
     """
     try:
