@@ -18,7 +18,7 @@ from tf_agents.environments import py_environment
 from sac_distributed import paths
 from sac_distributed.config import EvaluatorConfig
 from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.policy import NumpyActorPolicy
+from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.replay import REPLAY_TABLE, table_info, transition_counts
 from sac_distributed.results import EvalPoint, append_result
 from sac_distributed.runtime import Metrics
@@ -102,6 +102,10 @@ class EvalLoop:
             seed=config.seed,
             log_std_range=config.hparams.policy_log_std_range,
         )
+        # As in the actor: a batch-1 policy call must not wake OpenBLAS threads, which
+        # spin between calls and doubled this loop's CPU (a second core, taken from
+        # the learner, during every evaluation).
+        limit_blas_threads(1)
         self.results_path = paths.results_path(config.root_dir)
         self.results: List[EvalResult] = []
         # A learner that waits for each evaluation idles until this loop notices its weights.

@@ -90,3 +90,42 @@ def test_actor_writes_k_row_items_and_drops_non_finite_steps(
             same = np.all(fields[replay.NEXT_OBSERVATION][:-1] == fields[replay.OBSERVATION][1:], 1)
             pairs, chained = pairs + len(same), chained + int(same.sum())
         assert chained >= 0.9 * pairs, (chained, pairs)
+
+
+def test_actor_and_evaluator_make_numpy_blas_single_threaded(reverb_server, root_dir):
+    # OpenBLAS threads spin between batch-1 policy calls: with them, an evaluation
+    # of HalfCheetah took a second core (benchmarks/README.md, "evaluator CPU").
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from sac_distributed.evaluation import EvalLoop
+
+    def blas_threads():
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    address = f"localhost:{reverb_server.port}"
+    client_config = config_lib.ClientConfig(address, address, connect_timeout_s=10.0)
+    hparams = small_hparams()
+    connection = Connection(client_config, "test job", lambda: False)
+    connection.open()
+    env = specs_lib.load_env(ENV_NAME, 1)
+    builds = {
+        "evaluator": lambda: EvalLoop(
+            config_lib.EvaluatorConfig(ENV_NAME, hparams, root_dir, client=client_config),
+            env,
+            connection,
+            Metrics(None),
+            lambda: False,
+        ),
+        "actor": lambda: ActorLoop(
+            config_lib.ActorConfig(ENV_NAME, hparams, root_dir, client=client_config),
+            [env],
+            connection,
+            Metrics(None),
+            lambda: False,
+        ),
+    }
+    for job, build in builds.items():
+        with threadpool_limits(limits=2, user_api="blas"):  # restored on exit
+            assert blas_threads() == {2}, "this test needs NumPy built with a BLAS"
+            build()
+            assert blas_threads() == {1}, job
