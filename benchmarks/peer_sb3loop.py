@@ -208,6 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
 
     policy, greedy = numpy_policy(), numpy_policy()  # acting (maybe lagged), evaluated (current)
+    policy_lib.limit_blas_threads(1)  # batch-1 calls, as in our actor and evaluator
     capacity = min(hp.replay_buffer_capacity, args.env_steps)
     replay = UniformReplay(capacity, obs_dim, action_dim, args.seed)
     writer, episodes = ResultsWriter(args.results), episode_log(args)
