@@ -8,7 +8,7 @@ replay shards), then the learner's latest weights, pulled every
 
 With several replay shards the actor writes to its home shard (task % S).
 While that shard is down it writes to the next live one in ring order and
-probes home every HOME_PROBE_INTERVAL_S, going back when it answers; the
+probes home every `home_probe_interval_s`, going back when it answers; the
 variable container keeps its own client throughout.
 """
 
@@ -38,7 +38,6 @@ _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warmin
 _SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary
 _DRAIN_TIMEOUT_S = 30.0  # how long a stopping actor waits for its last inserts
 _PROGRESS_LOG_S = 10.0  # seconds between initial-collect progress lines
-HOME_PROBE_INTERVAL_S = 15.0  # while away from its home shard, how often an actor pings it
 _RETURN_HOME_FLUSH_MS = 5_000  # how long a returning actor waits for its last inserts there
 
 
@@ -214,9 +213,13 @@ class ActorLoop:
             shard = (lost + step) % connection.num_shards
             if connection.rejoin_shard(shard):
                 self._move_to(shard)
-                self._next_home_probe = time.monotonic() + HOME_PROBE_INTERVAL_S
+                self._next_home_probe = time.monotonic() + self._config.home_probe_interval_s
                 return True
         return False
+
+    @property
+    def _probe_interval_s(self) -> float:
+        return self._config.client.shard_probe_interval_s
 
     def _move_to(self, shard: int) -> None:
         logging.info(
@@ -230,10 +233,10 @@ class ActorLoop:
         self.stats.shard_moves += 1
 
     def _maybe_return_home(self) -> None:
-        """While away from the home shard: every HOME_PROBE_INTERVAL_S, go back if it answers."""
+        """While away from the home shard: every home_probe_interval_s, back if it answers."""
         if self._shard == self._home or time.monotonic() < self._next_home_probe:
             return
-        self._next_home_probe = time.monotonic() + HOME_PROBE_INTERVAL_S
+        self._next_home_probe = time.monotonic() + self._config.home_probe_interval_s
         if not self._connection.rejoin_shard(self._home):
             return
         self._close_writer(timeout_ms=_RETURN_HOME_FLUSH_MS)

@@ -370,6 +370,8 @@ class ClientConfig:
     replay_buffer_server_address: str = f"localhost:{DEFAULT_PORT}"
     variable_container_server_address: str = f"localhost:{DEFAULT_PORT}"
     connect_timeout_s: float = 300.0  # how long to wait for the server before failing
+    # Seconds between pings of a replay shard that stopped answering (sharded replay).
+    shard_probe_interval_s: float = 15.0
 
     def __post_init__(self) -> None:
         addresses = self.replay_addresses
@@ -385,6 +387,7 @@ class ClientConfig:
             "variable_container_server_address", self.variable_container_server_address
         )
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
+        _require_positive_number("shard_probe_interval_s", self.shard_probe_interval_s)
 
     @property
     def replay_addresses(self) -> Tuple[str, ...]:
@@ -494,6 +497,7 @@ class LaunchConfig:
     num_actors: int = 1
     port: int = 0  # 0 picks a free port
     connect_timeout_s: float = 300.0  # how long clients wait for the server
+    shard_probe_interval_s: float = 15.0  # how often clients ping a lost replay shard
     seed: Optional[int] = None  # for the learner, actors (each its own) and evaluator
     num_envs: Optional[int] = None  # per actor; None: ActorConfig's default
     variable_update_interval: Optional[int] = None  # None: ActorConfig's default
@@ -515,6 +519,7 @@ class LaunchConfig:
         _require_positive_int("num_actors", self.num_actors)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
+        _require_positive_number("shard_probe_interval_s", self.shard_probe_interval_s)
         _require_seed(self.seed)
         _require_num_replay_shards(self.num_replay_shards, self.hparams)
         self._check_engine()

@@ -47,6 +47,11 @@ SERVER, LEARNER, EVALUATOR = "server", "learner", "evaluator"
 # own default (None) would mean "the preset's value" instead.
 _NONE_SPELLING = {"samples_per_insert": "0"}
 _ALWAYS_WRITTEN = ("port",)  # ServerConfig.port
+_CLIENT_ALWAYS_WRITTEN = (
+    "replay_buffer_server_address",
+    "variable_container_server_address",
+    "connect_timeout_s",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +105,12 @@ def make_run_configs(
             f"The {num_shards} replay shards need {num_shards} different host:port addresses, "
             f"got {', '.join(addresses)}: give each shard its own port or host."
         )
-    client = ClientConfig(",".join(addresses), addresses[0], launch.connect_timeout_s)
+    client = ClientConfig(
+        ",".join(addresses),
+        addresses[0],
+        launch.connect_timeout_s,
+        shard_probe_interval_s=launch.shard_probe_interval_s,
+    )
     common = dict(env_name=launch.env_name, hparams=launch.hparams, root_dir=launch.root_dir)
     clients = dict(common, client=client, seed=launch.seed)
     return RunConfigs(
@@ -200,8 +210,8 @@ def job_specs(configs: RunConfigs, verbose: bool = False) -> List[JobSpec]:
 def config_flags(config: Any) -> List[str]:
     """The flags that make a job's binary build `config` again.
 
-    Hyperparams, the server's port and the clients' server addresses are
-    written in full (a binary would otherwise fill them from presets and
+    Hyperparams, the server's port and the clients' server addresses and
+    connect timeout are written in full (a binary would otherwise fill them from presets and
     defaults, and a container platform needs the port spelled out next to the
     one it opens); the job's own options only where they differ from the
     config's defaults, which the binaries' flags share. Fields left None are
@@ -213,12 +223,21 @@ def config_flags(config: Any) -> List[str]:
         if isinstance(value, Hyperparams):
             flags += hyperparam_flags(value)
         elif isinstance(value, ClientConfig):
-            flags += [_flag(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+            flags += _client_flags(value)
         elif field.name in _ALWAYS_WRITTEN or (
             value is not None and (field.default is dataclasses.MISSING or value != field.default)
         ):
             flags.append(_flag(field.name, value))
     return flags
+
+
+def _client_flags(client: ClientConfig) -> List[str]:
+    """The addresses and connect timeout in full; the other fields where not default."""
+    return [
+        _flag(f.name, getattr(client, f.name))
+        for f in dataclasses.fields(client)
+        if f.name in _CLIENT_ALWAYS_WRITTEN or getattr(client, f.name) != f.default
+    ]
 
 
 def hyperparam_flags(hparams: Hyperparams) -> List[str]:

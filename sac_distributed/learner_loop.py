@@ -11,7 +11,7 @@ exports, weight pushes to the variable container and summaries.
 With several replay shards the iterator samples from every live shard
 (`replay.make_dataset`). A shard that stops answering is dropped and the
 iterator rebuilt over the others, without touching the variable container;
-missing shards are pinged every SHARD_REJOIN_CHECK_S between calls and taken
+missing shards are pinged every `shard_probe_interval_s` (ClientConfig) between calls and taken
 back once they answer. Only a lost variable container, or no shard left,
 leads to the full reconnect.
 """
@@ -48,8 +48,6 @@ HEALTH_CHECK_TIMEOUT_S = 5
 # to a server that restarted between two health checks (samples wait at most
 # SAMPLE_TIMEOUT_MS on the rate limiter, so a healthy call never gets close).
 STALL_TIMEOUT_S = 120.0
-# How often (between calls) the learner pings replay shards it lost.
-SHARD_REJOIN_CHECK_S = 15.0
 # With wait_for_eval: how long the learner waits for one evaluation before it
 # trains on without waiting for any more (the evaluator is gone or writes elsewhere).
 EVAL_WAIT_TIMEOUT_S = 600.0
@@ -415,7 +413,7 @@ class LearnerLoop:
         self.learner.retrace()  # the abandoned call may still hold the old functions
         self._watchdog.forget_traces()
         self._iterator = self._make_iterator_when_ready()
-        self._next_rejoin_check = time.monotonic() + SHARD_REJOIN_CHECK_S
+        self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
         logging.info(
             "Learner carries on at train_step %d, sampling from replay shards %s.",
             self.step,
@@ -423,11 +421,11 @@ class LearnerLoop:
         )
 
     def _maybe_rejoin_shards(self) -> None:
-        """Every SHARD_REJOIN_CHECK_S: pings the missing shards, takes back those that answer."""
+        """Every shard probe interval: pings the missing shards, takes back those that answer."""
         missing = self._connection.missing_shards()
         if not missing or time.monotonic() < self._next_rejoin_check:
             return
-        self._next_rejoin_check = time.monotonic() + SHARD_REJOIN_CHECK_S
+        self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
         if not [shard for shard in missing if self._connection.rejoin_shard(shard)]:
             return
         self._iterator = self._make_iterator_when_ready()

@@ -319,6 +319,17 @@ def test_seeds_outside_32_bits_are_config_errors(job, seed):
     configs[job]("Pendulum-v1", hparams, "/tmp/root", seed=config_lib.MAX_SEED)  # the top is fine
 
 
+@pytest.mark.parametrize("interval", [0, -3.0, float("nan")])
+def test_a_shard_probe_interval_that_is_not_positive_is_a_config_error(interval):
+    with pytest.raises(
+        config_lib.ConfigError,
+        match=r"shard_probe_interval_s must be a number > 0",
+    ):
+        config_lib.ClientConfig(shard_probe_interval_s=interval)
+    with pytest.raises(config_lib.ConfigError, match=r"shard_probe_interval_s must be"):
+        config_lib.LaunchConfig(root_dir="/tmp/root", shard_probe_interval_s=interval)
+
+
 def test_actor_binary_gives_up_on_an_unreachable_server(binary_runs):
     code, stderr, seconds = binary_runs["unreachable"]
     assert code == 2, stderr[-2000:]

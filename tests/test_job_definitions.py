@@ -43,6 +43,7 @@ def _launch_config(root_dir: str) -> config_lib.LaunchConfig:
         num_actors=2,
         port=12345,
         connect_timeout_s=12.5,
+        shard_probe_interval_s=4.0,
         seed=7,
         num_envs=3,
         variable_update_interval=50,

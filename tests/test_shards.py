@@ -23,7 +23,6 @@ import tensorflow as tf
 from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
 from proc_utils import DEADLINE_S, read, settled, start, stop, wait_for_log
 
-from sac_distributed import actor_loop as actor_loop_lib
 from sac_distributed import config as config_lib
 from sac_distributed import learner_loop as learner_loop_lib
 from sac_distributed import paths, replay
@@ -35,10 +34,10 @@ from sac_distributed.learner_loop import LearnerLoop
 from sac_distributed.runtime import Metrics
 
 POLL_S = DEADLINE_S  # a deadline only stops a hang: 120 s ran out under load
-# How often the in-process actor and learner look for a missing shard here (15 s in
-# the binaries, which the end-to-end run below keeps): the same code path, less
-# waiting. Not shorter than connection.PING_TIMEOUT_S, so a busy machine still
-# trains between two pings of a dead shard.
+# How often the actors and learners here look for a missing shard (--shard_probe_interval,
+# 15 s by default): the same code path, less waiting. Not shorter than
+# connection.PING_TIMEOUT_S, so a busy machine still trains between two pings of a
+# dead shard.
 SHARD_PROBE_S = 3.0
 
 
@@ -216,8 +215,7 @@ def _inserted(server) -> int:
     ).rate_limiter_info.insert_stats.completed
 
 
-def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_dir, monkeypatch):
-    monkeypatch.setattr(actor_loop_lib, "HOME_PROBE_INTERVAL_S", SHARD_PROBE_S)
+def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_dir):
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
     address = ",".join(f"localhost:{p}" for p in ports)
@@ -226,7 +224,12 @@ def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_di
         hparams=small_hparams(),
         root_dir=root_dir,
         # The variables on shard 1, which stays up: losing shard 0 is a replay loss only.
-        client=config_lib.ClientConfig(address, f"localhost:{ports[1]}", connect_timeout_s=30),
+        client=config_lib.ClientConfig(
+            address,
+            f"localhost:{ports[1]}",
+            connect_timeout_s=30,
+            shard_probe_interval_s=SHARD_PROBE_S,
+        ),
         task=0,  # home shard 0
         seed=3,
     )
@@ -290,7 +293,6 @@ def _sampled(server) -> int:
 def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     shards, env_specs, root_dir, caplog, monkeypatch
 ):
-    monkeypatch.setattr(learner_loop_lib, "SHARD_REJOIN_CHECK_S", SHARD_PROBE_S)
     # A training call stuck on the dead shard is noticed after 1 s, not 5 (the ping's
     # own timeout stays): a healthy call never lasts long enough to be checked.
     monkeypatch.setattr(learner_loop_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
@@ -305,7 +307,12 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     config = dataclasses.replace(
         config,
         hparams=small_hparams(num_iterations=1_000_000, policy_save_interval=1_000_000),
-        client=config_lib.ClientConfig(addresses, f"localhost:{ports[0]}", connect_timeout_s=60),
+        client=config_lib.ClientConfig(
+            addresses,
+            f"localhost:{ports[0]}",
+            connect_timeout_s=60,
+            shard_probe_interval_s=SHARD_PROBE_S,
+        ),
     )
     stop = threading.Event()
     connection = Connection(config.client, "learner", stop.is_set)
@@ -374,6 +381,7 @@ class ShardedRun:
             f"--replay_buffer_server_address={replay_address}",
             f"--variable_container_server_address=localhost:{self.ports[0]}",
             "--connect_timeout=600",
+            f"--shard_probe_interval={SHARD_PROBE_S}",
         ]
         self.procs = {}
 
@@ -397,7 +405,10 @@ class ShardedRun:
         learner = ["--checkpoint_interval=100000", "--summary_interval=200"]
         self.procs["learner"] = start("learner", self.client_flags + learner, self.log("learner"))
         for task in range(2):
-            flags = self.client_flags + [f"--task={task}", "--variable_update_interval=100"]
+            flags = self.client_flags + [
+                f"--task={task}",
+                "--variable_update_interval=100",
+            ]
             self.procs[f"actor{task}"] = start("actor", flags, self.log(f"actor{task}"))
 
     def table(self, shard: int):

@@ -35,6 +35,12 @@ flags.DEFINE_string(
     "host:port of the Reverb server holding the variable container (may be the same).",
 )
 flags.DEFINE_float("connect_timeout", 300.0, "Seconds to wait for the Reverb server.")
+flags.DEFINE_float(
+    "shard_probe_interval",
+    15.0,
+    "Seconds between pings of a replay shard that stopped answering; the job takes it "
+    "back once it answers (actor: its home shard; learner: every missing shard).",
+)
 flags.DEFINE_boolean(
     "verbose",
     False,
@@ -163,6 +169,7 @@ SHARED_FLAGS = (
     "replay_buffer_server_address",
     "variable_container_server_address",
     "connect_timeout",
+    "shard_probe_interval",
     "seed",
     "verbose",
 ) + HPARAM_FLAGS
@@ -196,6 +203,7 @@ def client_config(replay_defaults_to_variables: bool = False) -> config_lib.Clie
         replay_buffer_server_address=replay_address,
         variable_container_server_address=FLAGS.variable_container_server_address,
         connect_timeout_s=FLAGS.connect_timeout,
+        shard_probe_interval_s=FLAGS.shard_probe_interval,
     )
 
 

@@ -46,6 +46,7 @@ def launch_settings() -> dict:
         num_actors=FLAGS.num_actors,
         num_replay_shards=FLAGS.num_replay_shards,
         connect_timeout_s=FLAGS.connect_timeout,
+        shard_probe_interval_s=FLAGS.shard_probe_interval,
         seed=FLAGS.seed,
         num_envs=FLAGS.num_envs,
         variable_update_interval=FLAGS.variable_update_interval,
