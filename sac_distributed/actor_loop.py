@@ -8,7 +8,7 @@ replay shards), then the learner's latest weights, pulled every
 
 With several replay shards the actor writes to its home shard (task % S).
 While that shard is down it writes to the next live one in ring order and
-probes home every `home_probe_interval_s`, going back when it answers; the
+probes home every `shard_probe_interval_s` (ClientConfig), going back when it answers; the
 variable container keeps its own client throughout.
 """
 
@@ -213,7 +213,7 @@ class ActorLoop:
             shard = (lost + step) % connection.num_shards
             if connection.rejoin_shard(shard):
                 self._move_to(shard)
-                self._next_home_probe = time.monotonic() + self._config.home_probe_interval_s
+                self._next_home_probe = time.monotonic() + self._probe_interval_s
                 return True
         return False
 
@@ -233,10 +233,10 @@ class ActorLoop:
         self.stats.shard_moves += 1
 
     def _maybe_return_home(self) -> None:
-        """While away from the home shard: every home_probe_interval_s, back if it answers."""
+        """While away from the home shard: every shard probe interval, back if it answers."""
         if self._shard == self._home or time.monotonic() < self._next_home_probe:
             return
-        self._next_home_probe = time.monotonic() + self._config.home_probe_interval_s
+        self._next_home_probe = time.monotonic() + self._probe_interval_s
         if not self._connection.rejoin_shard(self._home):
             return
         self._close_writer(timeout_ms=_RETURN_HOME_FLUSH_MS)
