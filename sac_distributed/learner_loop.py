@@ -421,12 +421,18 @@ class LearnerLoop:
         )
 
     def _maybe_rejoin_shards(self) -> None:
-        """Every shard probe interval: pings the missing shards, takes back those that answer."""
+        """Every shard probe interval: pings the missing shards and takes back those
+        that answer and hold enough items to be sampled.
+
+        The batch shares are fixed when the iterator is built, and a shard below its
+        min size gets none; a shard taken back empty would never be sampled again.
+        """
         missing = self._connection.missing_shards()
         if not missing or time.monotonic() < self._next_rejoin_check:
             return
         self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
-        if not [shard for shard in missing if self._connection.rejoin_shard(shard)]:
+        ready = [s for s in missing if self._connection.shard_answers(s) and self._sampleable(s)]
+        if not [shard for shard in ready if self._connection.rejoin_shard(shard)]:
             return
         self._iterator = self._make_iterator_when_ready()
         logging.info(
@@ -434,6 +440,26 @@ class LearnerLoop:
             list(self._shards_in_use),
             self.step,
         )
+
+    def _sampleable(self, shard: int) -> bool:
+        """Whether `shard`, answering again, holds the items it needs to be sampled."""
+        address = self._connection.replay_addresses[shard]
+        try:
+            info = table_info(reverb.Client(address), REPLAY_TABLE)
+        except TRANSIENT_ERRORS:
+            return False
+        needed = int(info.rate_limiter_info.min_size_to_sample)
+        if info.current_size >= needed:
+            return True
+        logging.info(
+            "Replay shard %d at %s answers but holds %d of the %d items it needs to be "
+            "sampled; the learner takes it back once it does.",
+            shard,
+            address,
+            info.current_size,
+            needed,
+        )
+        return False
 
     # --- scheduled work --------------------------------------------------------------
 

@@ -332,6 +332,10 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
             replay.make_tables(_shard_config(small_hparams(), 2, 1, root_dir), env_specs),
             port=ports[1],
         )
+        # Restarted empty: it answers, but below its min size it is not taken back
+        # (a batch share fixed at 0 items would never sample it).
+        _wait(lambda: "answers but holds 0 of the" in caplog.text, "a probe of the empty shard")
+        assert loop.shards_in_use == (0,)
         _fill(servers[1], env_specs, 96, reward=1.0)
         _wait(lambda: loop.shards_in_use == (0, 1), "the learner to take shard 1 back")
         _wait(lambda: _sampled(servers[1]) > 0, "samples from the restarted shard 1")
