@@ -14,6 +14,7 @@ import re
 import signal
 import threading
 import time
+from typing import Optional
 
 import numpy as np
 import portpicker
@@ -245,12 +246,12 @@ def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_di
         wait_for_size(servers[0].localhost_client(), replay.REPLAY_TABLE, 50, POLL_S)
         assert _inserted(servers[1]) == 0
         servers[0].stop()  # home shard gone
-        _wait(lambda: _inserted(servers[1]) > 50, "the actor to write to shard 1")
+        _wait(lambda: _inserted(servers[1]) > 50, "the actor to write to shard 1", thread)
         servers[0] = reverb.Server(
             replay.make_tables(_shard_config(small_hparams(), 2, 0, root_dir), env_specs),
             port=ports[0],
         )
-        _wait(lambda: _inserted(servers[0]) > 50, "the actor to return to shard 0")
+        _wait(lambda: _inserted(servers[0]) > 50, "the actor to return to shard 0", thread)
         assert connection.live_shards() == [0, 1]
         stop.set()
         thread.join(POLL_S)
@@ -275,10 +276,13 @@ def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_di
     )
 
 
-def _wait(condition, what: str, deadline_s: float = POLL_S) -> None:
-    deadline = time.monotonic() + deadline_s
+def _wait(condition, what: str, thread: Optional[threading.Thread] = None) -> None:
+    """Polls `condition`; fails at the deadline, or at once if `thread` (the loop under
+    test, whose error would otherwise only show in the log) has ended."""
+    deadline = time.monotonic() + POLL_S
     while not condition():
-        assert time.monotonic() < deadline, f"waited {deadline_s} s for {what}"
+        assert thread is None or thread.is_alive(), f"the loop's thread ended before {what}"
+        assert time.monotonic() < deadline, f"waited {POLL_S} s for {what}"
         time.sleep(0.2)
 
 
@@ -322,23 +326,29 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     try:
-        _wait(lambda: loop.step >= 10 and loop.shards_in_use == (0, 1), "training on 2 shards")
+        _wait(
+            lambda: loop.step >= 10 and loop.shards_in_use == (0, 1), "training on 2 shards", thread
+        )
         assert _sampled(servers[1]) > 0
         servers[1].stop()
-        _wait(lambda: loop.shards_in_use == (0,), "the learner to drop shard 1")
+        _wait(lambda: loop.shards_in_use == (0,), "the learner to drop shard 1", thread)
         step = loop.step
-        _wait(lambda: loop.step > step + 10, "training on shard 0 alone")
+        _wait(lambda: loop.step > step + 10, "training on shard 0 alone", thread)
         servers[1] = reverb.Server(
             replay.make_tables(_shard_config(small_hparams(), 2, 1, root_dir), env_specs),
             port=ports[1],
         )
         # Restarted empty: it answers, but below its min size it is not taken back
         # (a batch share fixed at 0 items would never sample it).
-        _wait(lambda: "answers but holds 0 of the" in caplog.text, "a probe of the empty shard")
+        _wait(
+            lambda: "answers but holds 0 of the" in caplog.text,
+            "a probe of the empty shard",
+            thread,
+        )
         assert loop.shards_in_use == (0,)
         _fill(servers[1], env_specs, 96, reward=1.0)
-        _wait(lambda: loop.shards_in_use == (0, 1), "the learner to take shard 1 back")
-        _wait(lambda: _sampled(servers[1]) > 0, "samples from the restarted shard 1")
+        _wait(lambda: loop.shards_in_use == (0, 1), "the learner to take shard 1 back", thread)
+        _wait(lambda: _sampled(servers[1]) > 0, "samples from the restarted shard 1", thread)
     finally:
         stop.set()
         thread.join(POLL_S)
