@@ -211,11 +211,11 @@ def config_flags(config: Any) -> List[str]:
     """The flags that make a job's binary build `config` again.
 
     Hyperparams, the server's port and the clients' server addresses and
-    connect timeout are written in full (a binary would otherwise fill them from presets and
-    defaults, and a container platform needs the port spelled out next to the
-    one it opens); the job's own options only where they differ from the
-    config's defaults, which the binaries' flags share. Fields left None are
-    left out.
+    connect timeout are written in full (a binary would otherwise fill them
+    from presets and defaults, and a container platform needs the port spelled
+    out next to the one it opens); the job's own options only where they differ
+    from the config's defaults, which the binaries' flags share. Fields left
+    None are left out.
     """
     flags: List[str] = []
     for field in dataclasses.fields(config):

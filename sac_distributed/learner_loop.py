@@ -30,8 +30,14 @@ from absl import logging
 from sac_distributed import paths, priorities
 from sac_distributed.agent import EnvSpecs
 from sac_distributed.config import LearnerConfig
-from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.replay import REPLAY_TABLE, make_dataset, table_info, wait_for_table_size
+from sac_distributed.connection import PING_TIMEOUT_S, TRANSIENT_ERRORS, Connection
+from sac_distributed.replay import (
+    REPLAY_TABLE,
+    make_dataset,
+    table_counts,
+    table_info,
+    wait_for_table_size,
+)
 from sac_distributed.results import last_evaluated_step
 from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
@@ -431,7 +437,7 @@ class LearnerLoop:
         if not missing or time.monotonic() < self._next_rejoin_check:
             return
         self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
-        ready = [s for s in missing if self._connection.shard_answers(s) and self._sampleable(s)]
+        ready = [shard for shard in missing if self._sampleable(shard)]
         if not [shard for shard in ready if self._connection.rejoin_shard(shard)]:
             return
         self._iterator = self._make_iterator_when_ready()
@@ -442,10 +448,11 @@ class LearnerLoop:
         )
 
     def _sampleable(self, shard: int) -> bool:
-        """Whether `shard`, answering again, holds the items it needs to be sampled."""
+        """Whether `shard` answers (within a ping's timeout) and holds the items it
+        needs to be sampled."""
         address = self._connection.replay_addresses[shard]
         try:
-            info = table_info(reverb.Client(address), REPLAY_TABLE)
+            info = table_counts(reverb.Client(address), PING_TIMEOUT_S)[REPLAY_TABLE]
         except TRANSIENT_ERRORS:
             return False
         needed = int(info.rate_limiter_info.min_size_to_sample)
