@@ -1,9 +1,10 @@
 """Bad input fails early with an error that says what is wrong.
 
 In-process checks cover configs, env names, addresses, an unreachable server
-and an actor whose env does not match the server's tables. Three subprocess
-checks run the real binaries (started together, since each imports TensorFlow)
-to see the one-line `error: ...` message and exit code 2.
+and an actor whose env does not match the server's tables. Subprocess checks
+run the real binaries to see the one-line `error: ...` message and exit code 2:
+flag errors come before a binary imports TensorFlow (and are checked with
+TensorFlow made unimportable), an unreachable server after it.
 """
 
 import logging
@@ -339,3 +340,36 @@ def test_actor_binary_gives_up_on_an_unreachable_server(binary_runs):
     assert f"No Reverb server answered at {address} within 3 s" in lines[0]
     assert f"Waiting for the Reverb server at {address}" in stderr  # the absl log line
     assert "Traceback" not in stderr
+
+
+# The four job binaries check their flags, config and root_dir before they import
+# TensorFlow (about 4 CPU-s), so a mistyped flag costs a fraction of a second.
+# Run in a fresh interpreter where `import tensorflow` (and so `import reverb`) fails.
+_JOB_WITHOUT_TENSORFLOW = """
+import sys
+sys.modules["tensorflow"] = None
+sys.modules["reverb"] = None
+sys.argv = ["sac-{job}", "--root_dir={root}", "--env_name=Pendulum-v1", "{flag}"]
+from sac_distributed.bin import {job}
+{job}.run()
+"""
+
+
+@pytest.mark.parametrize(
+    "job, flag, error",
+    [
+        ("reverb_server", "--replay_buffer_capacity=-5", "replay_buffer_capacity must be a"),
+        ("learner", "--seed=-1", "seed must be an integer in [0, "),
+        ("actor", "--replay_buffer_server_address=nohost", "'nohost' is not a host:port"),
+        ("evaluator", "--variable_container_server_address=:1", "':1' is not a host:port"),
+    ],
+)
+def test_job_binaries_report_a_bad_flag_without_importing_tensorflow(tmp_path, job, flag, error):
+    code = _JOB_WITHOUT_TENSORFLOW.format(job=job, root=tmp_path / "run", flag=flag)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=BINARY_TIMEOUT_S
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = _error_lines(result.stderr)
+    assert len(lines) == 1 and error in lines[0], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr

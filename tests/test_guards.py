@@ -128,11 +128,22 @@ def test_root_dir_under_a_file_is_one_line_before_anything_else(under_a_file, bi
     assert result.stdout == ""  # the launcher printed no banner
 
 
-def test_verbose_brings_library_start_up_messages_back(under_a_file):
-    result = run("learner", f"--root_dir={under_a_file}", "--verbose", timeout_s=DEADLINE_S)
-    assert result.returncode == 2
-    assert "Gym has been unmaintained" in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: root_dir ")
+def test_verbose_brings_library_start_up_messages_back(tmp_path):
+    # An unknown env fails after the libraries are imported (a bad root_dir or flag
+    # fails before, so it would show nothing either way).
+    said = {}
+    for verbose in ([], ["--verbose"]):
+        root = tmp_path / f"run{len(verbose)}"
+        result = run(
+            "learner", f"--root_dir={root}", "--env_name=NoSuchEnv-v7", *verbose,
+            timeout_s=DEADLINE_S,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert "error: Unknown environment 'NoSuchEnv-v7'" in result.stderr
+        said[bool(verbose)] = result.stderr
+    assert "Gym has been unmaintained" not in said[False]
+    assert "Gym has been unmaintained" in said[True]
+    assert said[True].index("Gym has been") < said[True].index("error: Unknown environment")
 
 
 def test_evaluator_needs_only_the_variable_container_address(new_server, new_learner, tmp_path):

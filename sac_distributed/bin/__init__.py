@@ -1,6 +1,11 @@
 """The command-line programs. Importing this package, before TensorFlow or gym
 is imported, hides their start-up chatter unless --verbose is on the command
-line (absl parses flags only later, after every import)."""
+line (absl parses flags only later, after every import).
+
+The job binaries (server, actor, learner, evaluator) import `sac_distributed.jobs`,
+and with it TensorFlow, TF-Agents and Reverb, inside `main`, once their flags,
+config and root_dir have passed the checks: that import takes about 4 CPU-seconds,
+so a mistyped flag is reported in well under a second instead of after it."""
 
 import contextlib
 import io

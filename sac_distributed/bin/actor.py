@@ -7,7 +7,6 @@
 from absl import flags
 
 from sac_distributed import config as config_lib
-from sac_distributed import jobs
 from sac_distributed.bin import _common
 from sac_distributed.runtime import StopSignal
 
@@ -34,6 +33,8 @@ def _config_from_flags() -> config_lib.ActorConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    from sac_distributed import jobs  # TensorFlow only now, once the flags have passed
+
     jobs.run_actor(config, StopSignal().install())
 
 

@@ -9,7 +9,6 @@ the variable container's.
 from absl import flags
 
 from sac_distributed import config as config_lib
-from sac_distributed import jobs
 from sac_distributed.bin import _common
 from sac_distributed.runtime import StopSignal
 
@@ -30,6 +29,8 @@ def _config_from_flags() -> config_lib.EvaluatorConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    from sac_distributed import jobs  # TensorFlow only now, once the flags have passed
+
     jobs.run_evaluator(config, StopSignal().install())
 
 

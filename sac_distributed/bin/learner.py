@@ -7,9 +7,7 @@
 
 from absl import flags
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import config as config_lib
-from sac_distributed import jobs
 from sac_distributed.bin import _common
 from sac_distributed.runtime import StopSignal
 
@@ -43,6 +41,10 @@ def _config_from_flags() -> config_lib.LearnerConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    # TensorFlow only now, once the flags have passed (see the package docstring).
+    from sac_distributed import agent as agent_lib
+    from sac_distributed import jobs
+
     if FLAGS.num_logical_cpus:
         agent_lib.use_logical_cpus(FLAGS.num_logical_cpus)
     stop = StopSignal(finishing="writing the last checkpoint and policies")

@@ -6,7 +6,6 @@ sac-reverb-server --root_dir=/tmp/sac --env_name=Pendulum-v1 --port=8008
 from absl import flags
 
 from sac_distributed import config as config_lib
-from sac_distributed import jobs
 from sac_distributed.bin import _common
 from sac_distributed.runtime import StopSignal
 
@@ -56,6 +55,8 @@ def _config_from_flags() -> config_lib.ServerConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    from sac_distributed import jobs  # TensorFlow only now, once the flags have passed
+
     stop = StopSignal(finishing="writing the replay checkpoint").install()
     jobs.run_server(config, stop, stop.wait)
 
