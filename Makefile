@@ -26,7 +26,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=10
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=10
 
 # Benchmark only: SB3 for benchmarks/learning.py --systems=sb3, in its own virtualenv.
 SB3_VENV := benchmarks/.venv-sb3

@@ -280,8 +280,8 @@ def make_learner(new_learner, reverb_server):
 # The longest test files, longest first (about how long each took in a whole
 # `make test` run, with --durations=0; the order matters, not the numbers).
 # `make test` runs `--dist loadfile --no-loadscope-reorder`, which hands whole
-# files to the two workers in collection order: starting the long ones first and
-# leaving the short ones for the end keeps both workers busy until the last
+# files to its three workers in collection order: starting the long ones first and
+# leaving the short ones for the end keeps every worker busy until the last
 # minute. Order only: a file missing here still runs, after these, in the usual
 # order.
 LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
