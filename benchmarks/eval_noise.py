@@ -24,7 +24,7 @@ import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imp
 
 # isort: split
 
-from sac_distributed import inspect_policy
+from sac_distributed.tools import inspect_policy
 
 
 def block_means_std(returns: Sequence[float], size: int) -> Optional[float]:

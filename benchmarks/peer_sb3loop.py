@@ -45,11 +45,11 @@ from peer_common import ResultsWriter, episode_log, parse_args
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import config as config_lib
-from sac_distributed import policy as policy_lib
-from sac_distributed import sac_learner
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import policy as policy_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import specs as specs_lib
 
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
 # This runner's own options: the flags a learning.py variant may give it besides

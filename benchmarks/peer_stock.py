@@ -26,7 +26,7 @@ from peer_common import ResultsWriter, episode_log, parse_args
 from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 
 
 class LogsEpisodes(wrappers.PyEnvironmentBaseWrapper):

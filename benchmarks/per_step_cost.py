@@ -41,10 +41,12 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import priorities, replay, sac_learner
-from sac_distributed import specs as specs_lib
+from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import hyperparams_for
+from sac_distributed.replay import priorities
 
 MODES = ("uniform", "per", "per+updates", "xla")
 DEFAULT_MODES = ("uniform", "per", "per+updates")

@@ -30,8 +30,8 @@ import reverb
 import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.variables import VariableContainer
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.replay.variables import VariableContainer
 
 
 def _time(fn: Callable[[], object], calls: int) -> Dict[str, float]:

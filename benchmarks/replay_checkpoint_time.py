@@ -19,9 +19,9 @@ from absl import app, flags
 import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.jobs.server import ServerLoop, make_server
 from sac_distributed.runtime import Metrics
-from sac_distributed.server import ServerLoop, make_server
 
 flags.DEFINE_string("env_name", "HalfCheetahBulletEnv-v0", "Environment whose preset to use.")
 flags.DEFINE_float("fill", 1.0, "Fraction of the replay capacity to fill.")

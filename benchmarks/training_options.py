@@ -24,7 +24,7 @@ from typing import Dict, List, Sequence
 from bench.sac_launch import parse_named_flags, sac_launch_executable
 from bench.timing import median_time
 
-from sac_distributed import plotting
+from sac_distributed.tools import plotting
 
 DEFAULT_SETS = "base=;n_step_3=--n_step=3;normalized=--normalize_observations"
 

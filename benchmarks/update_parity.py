@@ -44,10 +44,10 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import config as config_lib
-from sac_distributed import sac_learner
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import specs as specs_lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SB3_PYTHON = os.path.join(HERE, ".venv-sb3", "bin", "python")

@@ -22,7 +22,7 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 import sac_distributed  # noqa: F401, E402  (must come before tensorflow)
-from sac_distributed import agent as agent_lib
+from sac_distributed.algorithm import agent as agent_lib
 
 agent_lib.use_logical_cpus(2)
 
@@ -36,7 +36,7 @@ import reverb  # noqa: E402
 
 from sac_distributed import config as config_lib  # noqa: E402
 from sac_distributed import replay  # noqa: E402
-from sac_distributed import specs as specs_lib  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
 from sac_distributed.runtime import Metrics  # noqa: E402
 
 ENV_NAME = "Pendulum-v1"
@@ -213,8 +213,8 @@ def new_learner(env_specs):
     the bounded wait) and no TensorBoard writer. `loop.run()` waits for
     min_replay_size items, so fill the replay first.
     """
-    from sac_distributed.connection import Connection
-    from sac_distributed.learner_loop import LearnerLoop
+    from sac_distributed.jobs.learner_loop import LearnerLoop
+    from sac_distributed.replay.connection import Connection
 
     def build(config: config_lib.LearnerConfig, server: reverb.Server, should_stop=None):
         assert config.client.replay_buffer_server_address == f"localhost:{server.port}"

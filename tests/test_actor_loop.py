@@ -7,9 +7,9 @@ from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop
-from sac_distributed.connection import Connection
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.jobs.actor_loop import ActorLoop
+from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
 
 K = 4
@@ -97,7 +97,7 @@ def test_actor_and_evaluator_make_numpy_blas_single_threaded(reverb_server, root
     # of HalfCheetah took a second core (benchmarks/README.md, "job_cpu.py").
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from sac_distributed.evaluation import EvalLoop
+    from sac_distributed.jobs.evaluation import EvalLoop
 
     def blas_threads():
         return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}

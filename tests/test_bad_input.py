@@ -18,7 +18,7 @@ from conftest import learner_config, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 
 # --- environments ------------------------------------------------------------------
 

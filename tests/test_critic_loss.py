@@ -7,8 +7,8 @@ from conftest import small_hparams
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import sac_learner
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
 from sac_distributed.errors import ConfigError
 
 REWARD = 1000.0  # far beyond any untrained Q: every row's TD error is about this

@@ -1,7 +1,7 @@
 """The evaluator's schedule: one row per multiple of eval_interval, no drift."""
 
 import sac_distributed  # noqa: F401  (must come before tensorflow)
-from sac_distributed.evaluation import eval_due
+from sac_distributed.jobs.evaluation import eval_due
 
 
 def _schedule(observed_steps, interval, done_at=None):

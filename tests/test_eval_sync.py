@@ -9,8 +9,8 @@ import pytest
 from conftest import ENV_NAME
 from proc_utils import DEADLINE_S, TINY_RUN_FLAGS
 
-from sac_distributed import learner_loop as learner_loop_lib
 from sac_distributed import paths
+from sac_distributed.jobs import learner_loop as learner_loop_lib
 from sac_distributed.results import EvalPoint, append_result, last_evaluated_step, read_results
 
 

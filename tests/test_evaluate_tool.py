@@ -14,12 +14,13 @@ import pytest
 from conftest import ENV_NAME, learner_config
 from tf_agents.policies import random_py_policy
 
-from sac_distributed import inspect_policy, jobs
-from sac_distributed import specs as specs_lib
+from sac_distributed import jobs
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.errors import ConfigError, EnvError
-from sac_distributed.evaluation import run_episodes
-from sac_distributed.policy import NumpyActorPolicy
-from sac_distributed.variables import VariableContainer
+from sac_distributed.jobs.evaluation import run_episodes
+from sac_distributed.replay.variables import VariableContainer
+from sac_distributed.tools import inspect_policy
 
 STATS_LINE = re.compile(
     r"^(\d+) episodes: return mean (-?[\d.]+) std ([\d.]+) min (-?[\d.]+) max (-?[\d.]+); "

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import ENV_NAME, learner_config
 
-from sac_distributed import inspect_policy, paths
-from sac_distributed import specs as specs_lib
-from sac_distributed.evaluation import run_episodes
-from sac_distributed.policy import NumpyActorPolicy
-from sac_distributed.variables import VariableContainer
+from sac_distributed import paths
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.jobs.evaluation import run_episodes
+from sac_distributed.replay.variables import VariableContainer
+from sac_distributed.tools import inspect_policy
 
 EPISODES = 20
 SEED = 123

@@ -8,9 +8,9 @@ from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop
-from sac_distributed.connection import Connection
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.jobs.actor_loop import ActorLoop
+from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
 
 NAN_REWARD_EVERY = 25

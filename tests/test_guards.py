@@ -18,7 +18,7 @@ from proc_utils import DEADLINE_S, run
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 
 pytestmark = pytest.mark.slow
 

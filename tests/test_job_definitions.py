@@ -13,8 +13,8 @@ import pytest
 from test_compose import parse_with_binaries
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions
 from sac_distributed.errors import ConfigError
+from sac_distributed.launchers import job_definitions
 
 ENV_NAME = "Pendulum-v1"
 

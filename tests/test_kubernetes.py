@@ -35,7 +35,8 @@ from kubernetes_validate import utils as k8s_schemas
 from test_compose import COMPOSE_FILE, console_scripts, parse_with_binaries, parse_yaml
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions, manifests, paths
+from sac_distributed import paths
+from sac_distributed.launchers import job_definitions, manifests
 
 REPO = Path(__file__).resolve().parents[1]
 K8S_DIR = REPO / "launch" / "kubernetes"

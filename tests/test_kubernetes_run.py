@@ -55,7 +55,8 @@ from test_compose_run import (
 )
 from test_kubernetes import K8S_DIR, KustomizeLite, by_kind_name, container, pod_template
 
-from sac_distributed import job_definitions, manifests, paths
+from sac_distributed import paths
+from sac_distributed.launchers import job_definitions, manifests
 
 pytestmark = pytest.mark.slow
 

@@ -24,8 +24,8 @@ import portpicker
 import pytest
 from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, assert_greedy_policy_acts
 
-from sac_distributed.job_definitions import JobSpec
-from sac_distributed.launch import Supervisor
+from sac_distributed.launchers.job_definitions import JobSpec
+from sac_distributed.launchers.launch import Supervisor
 
 pytestmark = pytest.mark.slow
 

@@ -23,11 +23,13 @@ from conftest import learner_config
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import learner_loop, paths, replay, sac_learner
+from sac_distributed import paths, replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.errors import NonFiniteLossError
-from sac_distributed.policy import NumpyActorPolicy
-from sac_distributed.variables import VariableContainer
+from sac_distributed.jobs import learner_loop
+from sac_distributed.replay.variables import VariableContainer
 
 NUM_ITERATIONS = 20
 
@@ -236,6 +238,6 @@ def test_progress_and_durations_read_well():
 
 def test_the_sac_learner_imports_no_reverb():
     """The algorithm side runs without the transport: SacLearner never imports Reverb."""
-    code = "import sys; sys.modules['reverb'] = None; import sac_distributed.sac_learner"
+    code = "import sys; sys.modules['reverb'] = None; import sac_distributed.algorithm.sac_learner"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from conftest import small_hparams
 
-from sac_distributed import agent as agent_lib
+from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.errors import ConfigError
 
 

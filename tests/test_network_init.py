@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 from conftest import small_hparams
 
-from sac_distributed import agent as agent_lib
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.normalization import ObservationNormalizer
 from sac_distributed.errors import ConfigError
-from sac_distributed.normalization import ObservationNormalizer
 
 
 def _dense_layers(net):

@@ -18,12 +18,12 @@ from conftest import learner_config
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import paths
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.normalization import OBSERVATION_CLIP, ObservationNormalizer
+from sac_distributed.algorithm.policy import NumpyActorPolicy, ObservationNormalization
 from sac_distributed.errors import CheckpointError
-from sac_distributed.normalization import OBSERVATION_CLIP, ObservationNormalizer
-from sac_distributed.policy import NumpyActorPolicy, ObservationNormalization
-from sac_distributed.variables import VariableContainer
+from sac_distributed.replay.variables import VariableContainer
 
 NUM_ITERATIONS = 20
 BATCH_SIZE = 32

@@ -9,11 +9,11 @@ from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop
-from sac_distributed.connection import Connection
-from sac_distributed.nstep import NStepAccumulator
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay import RowLayout, row_layout
+from sac_distributed.replay.connection import Connection
+from sac_distributed.replay.nstep import NStepAccumulator
 from sac_distributed.runtime import Metrics
 
 GAMMA = 0.9

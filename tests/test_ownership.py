@@ -125,7 +125,7 @@ def test_giving_the_lease_back_to_a_stopped_server_fails_instead_of_hanging():
     """A learner stopping after its server did hung for hours in the lease release."""
     import reverb
 
-    from sac_distributed import ownership
+    from sac_distributed.jobs import ownership
 
     port = portpicker.pick_unused_port()
     server = reverb.Server(ownership.make_tables(), port=port)

@@ -15,7 +15,7 @@ sys.path.insert(0, BENCH)
 import learning_report  # noqa: E402
 import peer_sb3loop  # noqa: E402
 
-from sac_distributed import policy as policy_lib  # noqa: E402
+from sac_distributed.algorithm import policy as policy_lib  # noqa: E402
 
 # Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
 RUN_TIMEOUT_S = 900

@@ -8,10 +8,12 @@ import sys
 
 import pytest
 
-from sac_distributed import launch, paths, plotting
+from sac_distributed import paths
 from sac_distributed.errors import ConfigError
+from sac_distributed.launchers import launch
 from sac_distributed.paths import RESULTS_HEADER
 from sac_distributed.results import EpisodeLog, EvalPoint, append_result
+from sac_distributed.tools import plotting
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

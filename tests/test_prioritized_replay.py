@@ -17,11 +17,12 @@ import tensorflow as tf
 import tree
 from conftest import small_hparams, wait_for_size
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import priorities as priorities_lib
-from sac_distributed import replay, sac_learner
+from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
 from sac_distributed.errors import SignatureMismatchError
-from sac_distributed.variables import VariableContainer
+from sac_distributed.replay import priorities as priorities_lib
+from sac_distributed.replay.variables import VariableContainer
 
 K = 4  # rows per item: the per-item mean and the row weights are exercised
 

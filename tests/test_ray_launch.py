@@ -26,8 +26,9 @@ from proc_utils import (
 )
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions, paths
+from sac_distributed import paths
 from sac_distributed.errors import ConfigError
+from sac_distributed.launchers import job_definitions
 
 NUM_ITERATIONS = TINY_RUN_ITERATIONS
 TINY = list(TINY_RUN_FLAGS)
@@ -83,7 +84,7 @@ def test_sharded_clients_get_every_shard_host_the_engine_found(tmp_path):
 
 
 def test_shards_start_on_the_head_then_spread_round_robin():
-    ray_launch = pytest.importorskip("sac_distributed.ray_launch")
+    ray_launch = pytest.importorskip("sac_distributed.launchers.ray_launch")
     head = {"NodeID": "h", "Resources": {ray_launch.HEAD_NODE_RESOURCE: 1.0, "CPU": 4.0}}
     worker = {"NodeID": "w", "Resources": {"CPU": 2.0}}
     gpu_only = {"NodeID": "g", "Resources": {"GPU": 1.0}}
@@ -102,7 +103,7 @@ def test_the_core_never_imports_ray():
         import sac_distributed
         import sac_distributed.bin.launch  # (the binaries' flags clash: one at a time)
         for module in pkgutil.iter_modules(sac_distributed.__path__, "sac_distributed."):
-            if module.name != "sac_distributed.ray_launch":
+            if module.name != "sac_distributed.launchers.ray_launch":
                 importlib.import_module(module.name)
         print("ray imported:", "ray" in sys.modules)
         """

@@ -235,12 +235,12 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
     import tensorflow as tf
 
     from sac_distributed import config as config_lib
-    from sac_distributed import learner_loop as learner_loop_lib
-    from sac_distributed import specs as specs_lib
-    from sac_distributed.connection import Connection
-    from sac_distributed.learner_loop import LearnerLoop
+    from sac_distributed.algorithm import specs as specs_lib
+    from sac_distributed.jobs import learner_loop as learner_loop_lib
+    from sac_distributed.jobs.learner_loop import LearnerLoop
+    from sac_distributed.jobs.server import make_server
+    from sac_distributed.replay.connection import Connection
     from sac_distributed.runtime import Metrics
-    from sac_distributed.server import make_server
 
     caplog.set_level(logging.INFO, logger="absl")
     # The hanging call is checked after 1 s, not 5 (the ping's own timeout stays):

@@ -22,7 +22,7 @@ from sac_distributed import replay
 from sac_distributed.paths import REPLAY_CHECKPOINT_DIR
 from sac_distributed.paths import REPLAY_SIZES_FILE as SIZES_FILE
 from sac_distributed.paths import REPLAY_UNREADABLE_DIR as UNREADABLE_DIR
-from sac_distributed.replay_checkpoints import (
+from sac_distributed.replay.replay_checkpoints import (
     ReplayCheckpoints,
     damaged_file,
     wrong_size,

@@ -25,7 +25,7 @@ from bench.experience import inserted_items  # noqa: E402
 from bench.settings import parse_settings, throughput_hparams  # noqa: E402
 
 from sac_distributed import replay  # noqa: E402
-from sac_distributed import specs as specs_lib  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
 from sac_distributed.config import ServerConfig  # noqa: E402
 
 SHARDS = ["--mode=replay_shards"]

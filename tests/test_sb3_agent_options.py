@@ -7,11 +7,11 @@ from conftest import small_hparams
 from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import sac_learner
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.config import POLICY_LOG_STD_RANGE
 from sac_distributed.errors import ConfigError
-from sac_distributed.policy import NumpyActorPolicy
 
 # Projection biases that put the log std of every action dimension at these values.
 LOG_STDS = (-30.0, 0.5, 5.0)

@@ -25,13 +25,13 @@ from conftest import ENV_NAME, learner_config, random_transitions, small_hparams
 from proc_utils import DEADLINE_S, read, settled, start, stop, wait_for_log
 
 from sac_distributed import config as config_lib
-from sac_distributed import learner_loop as learner_loop_lib
 from sac_distributed import paths, replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop
-from sac_distributed.connection import Connection
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.errors import SignatureMismatchError
-from sac_distributed.learner_loop import LearnerLoop
+from sac_distributed.jobs import learner_loop as learner_loop_lib
+from sac_distributed.jobs.actor_loop import ActorLoop
+from sac_distributed.jobs.learner_loop import LearnerLoop
+from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
 
 POLL_S = DEADLINE_S  # a deadline only stops a hang: 120 s ran out under load
@@ -191,7 +191,7 @@ def test_a_job_listing_another_number_of_shards_is_refused_naming_both(shards, e
 
 def test_a_second_server_for_the_same_shard_is_refused_but_other_shards_coexist(tmp_path):
     from sac_distributed.errors import RunOwnedError
-    from sac_distributed.server import ShardLock
+    from sac_distributed.jobs.server import ShardLock
 
     root = str(tmp_path)
     hparams = small_hparams()

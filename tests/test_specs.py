@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 
 
 def test_server_tables_have_the_signatures_built_from_env_specs(client, env_specs, hparams):

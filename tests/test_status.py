@@ -17,14 +17,14 @@ from conftest import ENV_NAME, small_hparams
 from sac_distributed import replay
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import ServerUnreachableError
-from sac_distributed.status import (
+from sac_distributed.replay.variables import VariableContainer
+from sac_distributed.tools.status import (
     StatusMonitor,
     TableCounts,
     actor_dirs,
     compare,
     format_status,
 )
-from sac_distributed.variables import VariableContainer
 
 CAPACITY = small_hparams().replay_capacity_items
 
@@ -308,7 +308,7 @@ def test_tools_import_without_tensorflow():
     code = _WITHOUT_TENSORFLOW + textwrap.dedent(
         """
         import sac_distributed.bin.launch, sac_distributed.bin.plot, sac_distributed.bin.status
-        import sac_distributed.paths, sac_distributed.plotting, sac_distributed.status
+        import sac_distributed.paths, sac_distributed.tools.plotting, sac_distributed.tools.status
         print("imported")
         """
     )

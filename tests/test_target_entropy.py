@@ -5,7 +5,7 @@ import math
 import pytest
 from conftest import small_hparams
 
-from sac_distributed import agent as agent_lib
+from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.errors import ConfigError
 
 

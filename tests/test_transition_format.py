@@ -16,8 +16,8 @@ from tf_agents.agents import data_converter
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
 
 BATCH = 32
 SEED = 1234

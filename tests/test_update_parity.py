@@ -17,7 +17,7 @@ sys.path.insert(0, BENCH)
 
 import update_parity  # noqa: E402
 
-from sac_distributed import agent as agent_lib  # noqa: E402
+from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
 
 
 def test_flags_apply_to_the_preset():

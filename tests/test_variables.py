@@ -7,10 +7,11 @@ from conftest import learner_config
 from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import replay, sac_learner
-from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
-from sac_distributed.variables import VariableContainer
+from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.replay.variables import VariableContainer
 
 
 def _observations(env_specs, n, scale, seed):

@@ -28,7 +28,7 @@ from bench.settings import Settings
 from bench.timing import median
 from sac_distributed import replay
 from sac_distributed.config import Hyperparams
-from sac_distributed.variables import VariableContainer
+from sac_distributed.replay.variables import VariableContainer
 
 ACTOR_START_MARK = "switching from random to the collect policy"  # logged at an actor's first step
 ACTOR_STOP_MARK = "stopping (max_env_steps reached)"

@@ -17,10 +17,10 @@ from tf_agents.policies import random_py_policy
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.agent import EnvSpecs
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
 
 RandomStep = Tuple[ts.TimeStep, np.ndarray, ts.TimeStep]

@@ -30,13 +30,13 @@ from bench import experience, stock
 from bench.servers import ServerProcess, our_server_process, stock_server_process
 from bench.settings import NEVER, Settings, throughput_hparams
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.agent import EnvSpecs
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import ClientConfig, LearnerConfig, ServerConfig
-from sac_distributed.connection import Connection
-from sac_distributed.learner_loop import LearnerLoop
+from sac_distributed.jobs.learner_loop import LearnerLoop
+from sac_distributed.replay.connection import Connection
+from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.runtime import Metrics
-from sac_distributed.variables import VariableContainer
 
 Server = Union[reverb.Server, ServerProcess]  # both have stop()
 

@@ -24,10 +24,10 @@ from bench.settings import PIECES
 from bench.stock import STOCK_TABLE
 from bench.timing import Measure, lead_in_for, run_for, timed_rate
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, ClientConfig
-from sac_distributed.connection import Connection
+from sac_distributed.jobs.actor_loop import ActorLoop
+from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
 
 ENV_CHUNK = 100  # env steps between clock checks

@@ -32,7 +32,7 @@ from typing import Dict, Iterator, Optional, TextIO
 import numpy as np
 
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 
 CONNECT_TIMEOUT_S = 120.0
 ROWS_PER_CLOCK_READ = 32  # rows written between two looks at the clock

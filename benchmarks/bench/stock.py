@@ -28,9 +28,9 @@ from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 from tf_agents.train import actor as tfa_actor
 from tf_agents.train import learner as tfa_learner
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import specs as specs_lib
-from sac_distributed.agent import EnvSpecs
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
 
 STOCK_TABLE = "uniform_table"  # the tutorial's table name, on its own server

@@ -25,7 +25,7 @@ from bench.settings import Settings, preset_hparams
 from bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
 from bench.timing import median_time
 from sac_distributed import paths, results
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import Hyperparams
 from sac_distributed.errors import ConfigError
 

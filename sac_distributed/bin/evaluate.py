@@ -15,8 +15,8 @@ sac-evaluator.
 
 from absl import flags
 
-from sac_distributed import inspect_policy
 from sac_distributed.bin import _common
+from sac_distributed.tools import inspect_policy
 
 flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory, or a root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Episodes to run.")

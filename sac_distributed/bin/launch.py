@@ -26,10 +26,11 @@ from typing import Callable, List, Sequence
 from absl import flags
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions, paths
+from sac_distributed import paths
 from sac_distributed.bin import _common, _run_flags
 from sac_distributed.errors import ConfigError, PortInUseError
-from sac_distributed.launch import LaunchResult, Supervisor, print_shards, print_summary
+from sac_distributed.launchers import job_definitions
+from sac_distributed.launchers.launch import LaunchResult, Supervisor, print_shards, print_summary
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
 flags.DEFINE_integer(
@@ -129,7 +130,7 @@ def _run_here(config: config_lib.LaunchConfig) -> LaunchResult:
 
 
 def _run_in_threads(config: config_lib.LaunchConfig) -> LaunchResult:
-    from sac_distributed.thread_launch import ThreadRun
+    from sac_distributed.launchers.thread_launch import ThreadRun
 
     ports = job_definitions.shard_ports(config.port, config.num_replay_shards)
     configs = job_definitions.make_run_configs(config, ports)
@@ -160,7 +161,7 @@ def _read_shards_into(shards: List, addresses: Sequence[str]) -> Callable[[], No
     """A last read of every shard's replay counters, for the summary (Reverb and TF load here)."""
 
     def read() -> None:
-        from sac_distributed import status
+        from sac_distributed.tools import status
 
         shards.extend(status.read_shards(addresses))
 
@@ -171,7 +172,7 @@ def _run_on_ray(config: config_lib.LaunchConfig) -> LaunchResult:
     try:
         import ray
 
-        from sac_distributed import ray_launch
+        from sac_distributed.launchers import ray_launch
     except ImportError as error:
         raise ConfigError(
             f"--engine=ray needs Ray ({error}): pip install -e '.[ray]' on every node."

@@ -42,8 +42,8 @@ def _config_from_flags() -> config_lib.LearnerConfig:
 def main() -> None:
     config = _config_from_flags()
     # TensorFlow only now, once the flags have passed (see the package docstring).
-    from sac_distributed import agent as agent_lib
     from sac_distributed import jobs
+    from sac_distributed.algorithm import agent as agent_lib
 
     if FLAGS.num_logical_cpus:
         agent_lib.use_logical_cpus(FLAGS.num_logical_cpus)

@@ -14,8 +14,8 @@ import os
 
 from absl import flags
 
-from sac_distributed import plotting
 from sac_distributed.bin import _common
+from sac_distributed.tools import plotting
 
 flags.DEFINE_string("results", None, "results.csv to plot (default: root_dir/eval/results.csv).")
 flags.DEFINE_string("output", None, "PNG to write (default: learning_curve.png beside results).")

@@ -12,7 +12,7 @@
 The run flags are sac-launch's (hyperparameters, --env_name, --num_actors,
 --num_replay_shards, --num_envs, --strategy, --connect_timeout, ...; defined
 once in bin/_run_flags.py, with two actor replicas by default here) and go
-through the same job definitions (`sac_distributed.manifests`). --root_dir is
+through the same job definitions (`sac_distributed.launchers.manifests`). --root_dir is
 the path inside the containers, on the volume mounted at /data.
 """
 
@@ -22,8 +22,8 @@ import sys
 from absl import flags
 
 from sac_distributed import config as config_lib
-from sac_distributed import manifests
 from sac_distributed.bin import _common, _run_flags
+from sac_distributed.launchers import manifests
 
 flags.DEFINE_enum("engine", None, list(manifests.ENGINES), "What to render.")
 flags.DEFINE_string(
@@ -49,7 +49,7 @@ FLAGS.set_default("connect_timeout", 600.0)
 FLAGS.set_default("root_dir", manifests.DATA_DIR)
 
 HEADER = (
-    "# Rendered by `sac-render {args}` from sac_distributed/job_definitions.py.\n"
+    "# Rendered by `sac-render {args}` from sac_distributed/launchers/job_definitions.py.\n"
     "# Do not edit: render again (tests/test_kubernetes.py compares the committed files).\n"
 )
 

@@ -23,7 +23,7 @@ from sac_distributed import config as config_lib
 from sac_distributed.bin import _common
 from sac_distributed.errors import ServerUnreachableError
 from sac_distributed.runtime import StopSignal
-from sac_distributed.status import StatusMonitor, format_status
+from sac_distributed.tools.status import StatusMonitor, format_status
 
 flags.DEFINE_string(
     "server",

@@ -57,11 +57,12 @@ import portpicker  # noqa: E402
 import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from sac_distributed import job_definitions, paths  # noqa: E402
+from sac_distributed import paths  # noqa: E402
 from sac_distributed.config import LaunchConfig  # noqa: E402
 from sac_distributed.errors import ConfigError  # noqa: E402
-from sac_distributed.job_definitions import EVALUATOR, LEARNER, JobSpec, is_server  # noqa: E402
-from sac_distributed.launch import INTERESTING_OUTPUT, LaunchResult  # noqa: E402
+from sac_distributed.launchers import job_definitions
+from sac_distributed.launchers.job_definitions import EVALUATOR, LEARNER, JobSpec, is_server  # noqa: E402
+from sac_distributed.launchers.launch import INTERESTING_OUTPUT, LaunchResult  # noqa: E402
 
 HEAD_NODE_RESOURCE = "node:__internal_head__"  # every Ray head node has this resource
 USER_ERROR_EXIT_CODE = 2  # bin/_common.run's exit code for a bad setting

@@ -16,13 +16,13 @@ from absl import logging
 from tf_agents.environments import py_environment
 
 from sac_distributed import paths
+from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.config import EvaluatorConfig
-from sac_distributed.connection import TRANSIENT_ERRORS, Connection
-from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.replay import REPLAY_TABLE, table_info, transition_counts
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
+from sac_distributed.replay.variables import VariableContainer, VariableSnapshot
 from sac_distributed.results import EvalPoint, append_result
 from sac_distributed.runtime import Metrics
-from sac_distributed.variables import VariableContainer, VariableSnapshot
 
 # Seconds between weight pulls when the learner waits for each evaluation (wait_for_eval).
 WAITED_ON_POLL_INTERVAL_S = 0.2

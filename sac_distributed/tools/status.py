@@ -145,7 +145,7 @@ def read_shard(client: Optional[reverb.Client], address: str) -> ShardCounts:
     Raises SignatureMismatchError when the server answers without a replay table.
     """
     from sac_distributed import replay
-    from sac_distributed.connection import TRANSIENT_ERRORS
+    from sac_distributed.replay.connection import TRANSIENT_ERRORS
 
     if client is None:
         return ShardCounts(address, None, _NOT_CONNECTED)
@@ -207,8 +207,8 @@ def read_snapshot(
 def _read_variables(client: reverb.Client, address: str):
     """(variable table counts, the latest pushed snapshot or None); (None, None) if down."""
     from sac_distributed import replay
-    from sac_distributed.connection import TRANSIENT_ERRORS
-    from sac_distributed.variables import VariableContainer
+    from sac_distributed.replay.connection import TRANSIENT_ERRORS
+    from sac_distributed.replay.variables import VariableContainer
 
     try:
         infos = client.server_info(timeout=5)

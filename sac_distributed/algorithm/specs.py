@@ -14,7 +14,7 @@ import tensorflow as tf
 from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
-from sac_distributed.agent import EnvSpecs
+from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.errors import EnvError
 
 

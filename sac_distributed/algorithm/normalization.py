@@ -24,7 +24,7 @@ import tensorflow as tf
 from tf_agents.networks import network
 from tf_agents.specs import tensor_spec
 
-from sac_distributed.policy import ObservationNormalization
+from sac_distributed.algorithm.policy import ObservationNormalization
 
 # Normalized observations are clipped to [-CLIP, CLIP] (SB3's VecNormalize default).
 OBSERVATION_CLIP = 10.0

@@ -14,18 +14,19 @@ from typing import Callable, List
 
 from absl import logging
 
-from sac_distributed import agent as agent_lib
-from sac_distributed import ownership, paths, replay
-from sac_distributed import specs as specs_lib
-from sac_distributed.actor_loop import ActorLoop, ActorStats
+from sac_distributed import paths, replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
-from sac_distributed.connection import Connection
 from sac_distributed.errors import ConfigError
-from sac_distributed.evaluation import EvalLoop, EvalResult
-from sac_distributed.learner_loop import LearnerLoop, LearnerResult
+from sac_distributed.jobs import ownership
+from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
+from sac_distributed.jobs.evaluation import EvalLoop, EvalResult
+from sac_distributed.jobs.learner_loop import LearnerLoop, LearnerResult
+from sac_distributed.jobs.server import ServerLoop, ShardLock, make_server
+from sac_distributed.replay.connection import Connection
 from sac_distributed.results import EpisodeLog
 from sac_distributed.runtime import Metrics, write_json
-from sac_distributed.server import ServerLoop, ShardLock, make_server
 
 # Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
 # the inputs its weights expect. Changing one on a restart is refused.

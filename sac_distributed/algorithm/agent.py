@@ -20,9 +20,9 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
-from sac_distributed import squash
+from sac_distributed.algorithm import squash
+from sac_distributed.algorithm.normalization import NormalizedCriticNetwork, ObservationNormalizer
 from sac_distributed.config import Hyperparams
-from sac_distributed.normalization import NormalizedCriticNetwork, ObservationNormalizer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,8 +49,9 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from sac_distributed import config as config_lib
-from sac_distributed import job_definitions, paths
+from sac_distributed import paths
 from sac_distributed.config import ConfigError, LaunchConfig
+from sac_distributed.launchers import job_definitions
 
 ENGINES = ("kubernetes", "compose")
 DATA_DIR = "/data"  # where every job's volume is mounted; --root_dir

@@ -27,22 +27,23 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from sac_distributed import paths, priorities
-from sac_distributed.agent import EnvSpecs
+from sac_distributed import paths
+from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.algorithm.sac_learner import Diagnostics, Losses, SacLearner
 from sac_distributed.config import LearnerConfig
-from sac_distributed.connection import PING_TIMEOUT_S, TRANSIENT_ERRORS, Connection
 from sac_distributed.replay import (
     REPLAY_TABLE,
     make_dataset,
+    priorities,
     table_counts,
     table_info,
     wait_for_table_size,
 )
+from sac_distributed.replay.connection import PING_TIMEOUT_S, TRANSIENT_ERRORS, Connection
+from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.results import last_evaluated_step
 from sac_distributed.retry import retry
 from sac_distributed.runtime import Metrics
-from sac_distributed.sac_learner import Diagnostics, Losses, SacLearner
-from sac_distributed.variables import VariableContainer
 
 # How long a sample may wait on the rate limiter before the loop regains
 # control (to notice a stop signal) and starts a fresh iterator.

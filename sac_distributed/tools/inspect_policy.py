@@ -28,7 +28,7 @@ from absl import logging
 from tf_agents.environments import py_environment
 from tf_agents.policies import py_policy
 
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
 

@@ -16,7 +16,7 @@ import reverb
 import tree
 
 from sac_distributed import replay
-from sac_distributed.policy import ObservationNormalization
+from sac_distributed.algorithm.policy import ObservationNormalization
 
 # A push that the server has not confirmed by then raises DeadlineExceededError.
 PUSH_TIMEOUT_MS = 10_000

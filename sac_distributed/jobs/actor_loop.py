@@ -25,14 +25,14 @@ from tf_agents.environments import py_environment
 from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import replay
-from sac_distributed import specs as specs_lib
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.config import ActorConfig
-from sac_distributed.connection import TRANSIENT_ERRORS, Connection, ShardLostError
-from sac_distributed.nstep import NStepAccumulator
-from sac_distributed.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection, ShardLostError
+from sac_distributed.replay.nstep import NStepAccumulator
+from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.results import TRAINING_RETURN_WINDOW, EpisodeLog
 from sac_distributed.runtime import Metrics
-from sac_distributed.variables import VariableContainer
 
 _WARMUP_CHECK_EVERY = 100  # actor steps between replay-size checks while warming up
 _SUMMARY_CHECK_EVERY = 64  # actor steps between clock reads for the throughput summary

@@ -20,10 +20,11 @@ import portpicker
 import reverb
 from absl import logging
 
-from sac_distributed import ownership, paths
-from sac_distributed import specs as specs_lib
+from sac_distributed import paths
+from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ServerConfig
 from sac_distributed.errors import PortInUseError, RunOwnedError
+from sac_distributed.jobs import ownership
 from sac_distributed.replay import (
     REPLAY_TABLE,
     TransitionCounts,
@@ -31,7 +32,7 @@ from sac_distributed.replay import (
     transition_counts,
     validate_server_config,
 )
-from sac_distributed.replay_checkpoints import ReplayCheckpoints, restore_server
+from sac_distributed.replay.replay_checkpoints import ReplayCheckpoints, restore_server
 from sac_distributed.runtime import Metrics, port_in_use
 
 

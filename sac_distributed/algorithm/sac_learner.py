@@ -39,12 +39,12 @@ from tf_agents.policies import greedy_policy, policy_saver
 from tf_agents.trajectories import trajectory
 from tf_agents.utils import common, object_identity
 
-from sac_distributed import agent as agent_lib
 from sac_distributed import paths
-from sac_distributed.agent import EnvSpecs
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.config import Hyperparams
 from sac_distributed.errors import CheckpointError, NonFiniteLossError
-from sac_distributed.policy import ObservationNormalization
 from sac_distributed.runtime import replace_dir
 
 DEFAULT_CHECKPOINTS_TO_KEEP = 3

@@ -31,10 +31,11 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, TextIO, Tuple
 
-from sac_distributed import paths, plotting
+from sac_distributed import paths
 from sac_distributed.errors import ConfigError
-from sac_distributed.job_definitions import LEARNER, JobSpec, is_server, server_names
+from sac_distributed.launchers.job_definitions import LEARNER, JobSpec, is_server, server_names
 from sac_distributed.runtime import port_in_use
+from sac_distributed.tools import plotting
 
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0

@@ -59,7 +59,7 @@ from reverb.cc import schema_pb2
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed.agent import EnvSpecs, policy_variable_specs
+from sac_distributed.algorithm.agent import EnvSpecs, policy_variable_specs
 from sac_distributed.config import ConfigError, Hyperparams, ServerConfig
 from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
 from sac_distributed.retry import retry

@@ -1,0 +1,1 @@
+"""Tools on a run: status, plots, policy inspection (no TensorFlow at import)."""
