@@ -28,6 +28,11 @@ MAX_SEED = 2**32 - 1  # TensorFlow's and NumPy's global seeds are 32-bit
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
 NETWORK_INITS = ("glorot", "torch")
 CRITIC_LOSSES = ("squared", "huber")
+# The learner's update: TF-Agents' SacAgent, or CrossQ (algorithm/crossq.py).
+ALGORITHMS = ("sac", "crossq")
+# CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
+# optimizers where the flags name none (the presets' rates are tuned for SAC).
+CROSSQ_LEARNING_RATE = 1e-3
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -119,6 +124,12 @@ class Hyperparams:
     # linear beyond, as DQN uses), which bounds how far one surprising row, a
     # fall the critic did not foresee, pulls a batch's gradient.
     critic_loss: str = "squared"
+    # The learner's update: "sac" (TF-Agents' SacAgent, target critics) or
+    # "crossq" (Bhatt et al. 2024: batch-renormalized actor and critics, no
+    # target critics, (s, a) and (s', a') in one critic pass, Adam beta1 0.5,
+    # the actor updated every third step; algorithm/crossq.py). Replay, actors
+    # and the evaluator are the same for both.
+    algorithm: str = "sac"
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -157,6 +168,7 @@ class Hyperparams:
             self.critic_loss in CRITIC_LOSSES,
             f"critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {self.critic_loss!r}.",
         )
+        _check_algorithm(self)
         _require(
             self.network_init in NETWORK_INITS,
             f"network_init must be one of {', '.join(NETWORK_INITS)}, got {self.network_init!r}.",
@@ -457,6 +469,11 @@ class LearnerConfig:
             self.strategy != "tpu" or bool(self.tpu),
             "--strategy=tpu needs --tpu=<address> (e.g. grpc://10.0.0.2:8470 or a TPU name).",
         )
+        _require(
+            self.hparams.algorithm != "crossq" or self.strategy == "default",
+            f"--algorithm=crossq runs under --strategy=default only, got {self.strategy!r}: "
+            "its batch statistics would be each replica's own, unsynchronized.",
+        )
         for name in (
             "steps_per_call",
             "variable_push_interval",
@@ -551,6 +568,49 @@ class LaunchConfig:
             and self.max_restarts >= -1,
             f"max_restarts must be an integer >= 0 (-1: no limit), got {self.max_restarts!r}.",
         )
+
+
+def _check_algorithm(hparams: Hyperparams) -> None:
+    """Refuses an unknown algorithm, and the options the CrossQ learner cannot follow."""
+    _require(
+        hparams.algorithm in ALGORITHMS,
+        f"algorithm must be one of {', '.join(ALGORITHMS)}, got {hparams.algorithm!r}.",
+    )
+    if hparams.algorithm != "crossq":
+        return
+    refused = {
+        "prioritized_replay": (
+            hparams.prioritized_replay,
+            "its update computes no per-item TD errors for the priorities",
+        ),
+        "policy_averaging_tau": (
+            hparams.policy_averaging_tau != 0,
+            "an average of batch-renormalized weights has no running statistics to match",
+        ),
+        "critic_layer_norm": (
+            hparams.critic_layer_norm,
+            "its critics are batch-renormalized; a layer norm on top is not CrossQ",
+        ),
+        "normalize_observations": (
+            hparams.normalize_observations,
+            "its networks batch-renormalize their inputs themselves",
+        ),
+        "learning_rate_schedule": (
+            hparams.learning_rate_schedule != "constant",
+            "its actor steps every third train step, so a schedule over num_iterations "
+            "would decay the actor's rate a third as far",
+        ),
+    }
+    for name, (asked, why) in refused.items():
+        _require(
+            not asked,
+            f"--algorithm=crossq does not support {name}={getattr(hparams, name)!r}: {why}. "
+            f"Leave {name} at its default, or use --algorithm=sac.",
+        )
+    _require(
+        hparams.batch_size >= 2,
+        f"--algorithm=crossq needs batch_size >= 2 (batch statistics), got {hparams.batch_size}.",
+    )
 
 
 def validate_address(name: str, address: str) -> None:
@@ -706,6 +766,9 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
     """Returns the preset for `env_name` with every non-None override applied."""
     base = PRESETS.get(env_name, GENERIC_PRESET)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.get("algorithm") == "crossq":  # its own rates unless the flags name others
+        rates = ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate")
+        base = dataclasses.replace(base, **{name: CROSSQ_LEARNING_RATE for name in rates})
     unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
     _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
     try:

@@ -156,6 +156,13 @@ flags.DEFINE_enum(
     list(config_lib.CRITIC_LOSSES),
     "Loss on each critic's TD error: squared (TF-Agents, SB3) or huber (linear beyond 1).",
 )
+flags.DEFINE_enum(
+    "algorithm",
+    None,
+    list(config_lib.ALGORITHMS),
+    "The learner's update: sac (TF-Agents' SacAgent) or crossq (batch-renormalized "
+    "networks, no target critics, learning rates 1e-3 unless given; see README).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

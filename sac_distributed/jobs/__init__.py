@@ -36,6 +36,7 @@ CHECKPOINT_BOUND_HPARAMS = (
     "transitions_per_item",
     "normalize_observations",
     "critic_layer_norm",
+    "algorithm",
 )
 StopFn = Callable[[], bool]
 

@@ -29,7 +29,8 @@ from absl import logging
 
 from sac_distributed import paths
 from sac_distributed.algorithm.agent import EnvSpecs
-from sac_distributed.algorithm.sac_learner import Diagnostics, Losses, SacLearner
+from sac_distributed.algorithm.learners import make_learner
+from sac_distributed.algorithm.sac_learner import Diagnostics, Losses
 from sac_distributed.config import LearnerConfig
 from sac_distributed.replay import (
     REPLAY_TABLE,
@@ -191,7 +192,7 @@ class LearnerLoop:
         self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
-        self.learner = SacLearner(
+        self.learner = make_learner(  # SacLearner, or CrossQLearner for --algorithm=crossq
             specs,
             config.hparams,
             strategy,
