@@ -28,5 +28,8 @@ def _quiet_imports() -> None:
             pass
 
 
-if not _VERBOSE.intersection(sys.argv[1:]):
+_HELP = {"--help", "--helpshort", "--helpfull", "-?"}
+
+# --help needs no gym: its import (and notice) would only slow the help down.
+if not _VERBOSE.intersection(sys.argv[1:]) and not _HELP.intersection(sys.argv[1:]):
     _quiet_imports()

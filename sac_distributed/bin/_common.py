@@ -11,7 +11,7 @@ import logging as std_logging
 import os
 import sys
 import warnings
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
@@ -222,8 +222,11 @@ def root_dir() -> str:
     return FLAGS.root_dir
 
 
-def run(main: Callable[[], Optional[int]]) -> None:
+def run(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FLAGS) -> None:
     """absl entry point: user errors in one clear line (exit 2), then a prompt exit.
+
+    `--help` (and `--helpshort`) list the flags the binary defines and
+    `help_flags`, the shared ones it reads; `--helpfull` adds absl's own.
 
     The process ends with os._exit once `main` has returned: by then every job
     has written, flushed and closed its files (checkpoints, exports, summaries,
@@ -246,7 +249,37 @@ def run(main: Callable[[], Optional[int]]) -> None:
             code = 2
         _exit_now(code)
 
-    app.run(_main)
+    _list_in_help(main, help_flags)
+    app.run(_main, flags_parser=_parse_flags)
+
+
+def _list_in_help(main: Callable, shared: Sequence[str]) -> None:
+    """Makes the binary's own flags and `shared` the key flags of the program.
+
+    absl's --help lists the key flags of `sys.argv[0]`, which for a console
+    script is a generated file that defines none; its usage text is
+    `__main__`'s docstring, which that file lacks, so the binary's is used.
+    """
+    module = main.__module__  # "__main__" under `python -m`: absl maps it to argv[0]
+    own: List[flags.Flag] = FLAGS.get_flags_for_module(module)
+    for flag in own + [FLAGS[name] for name in shared]:
+        FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    main_module = sys.modules["__main__"]
+    if not main_module.__doc__:
+        main_module.__doc__ = sys.modules[module].__doc__
+
+
+def _parse_flags(argv: List[str]) -> List[str]:
+    """absl's parse, with a flag error as a user error (one line, exit 2) and
+    --help as a success (exit 0; absl exits 1 after printing it)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        message = " ".join(str(e).split())
+        print(f"error: {message} (--help lists the flags)", file=sys.stderr)
+        sys.exit(2)
+    except SystemExit as e:  # only the help flags exit while flags are parsed
+        sys.exit(0 if e.code == 1 else e.code)
 
 
 def quiet_libraries() -> None:

@@ -34,6 +34,16 @@ flags.DEFINE_float(
 )
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
 
+# The flags above, for --help (bin/_common.run).
+RUN_FLAGS = (
+    "num_actors",
+    "num_replay_shards",
+    "num_envs",
+    "variable_update_interval",
+    "samples_per_insert_error_buffer",
+    "strategy",
+)
+
 
 def launch_settings() -> dict:
     """The LaunchConfig fields that the flags give (all but root_dir, port and the engine's).

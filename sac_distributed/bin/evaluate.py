@@ -50,7 +50,7 @@ def main() -> None:
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run(main, ("env_name", "seed", "verbose"))
 
 
 if __name__ == "__main__":

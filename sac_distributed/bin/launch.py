@@ -215,7 +215,7 @@ def _relay(stop: StopSignal, supervisor: Supervisor):
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run(main, _common.SHARED_FLAGS + _run_flags.RUN_FLAGS)
 
 
 if __name__ == "__main__":

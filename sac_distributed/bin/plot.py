@@ -43,7 +43,7 @@ def main() -> None:
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run(main, ("root_dir", "verbose"))
 
 
 if __name__ == "__main__":

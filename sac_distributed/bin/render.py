@@ -101,7 +101,7 @@ def main() -> int:
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run(main, _common.SHARED_FLAGS + _run_flags.RUN_FLAGS)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def main() -> int:
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run(main, ("root_dir", "connect_timeout", "verbose"))
 
 
 if __name__ == "__main__":
