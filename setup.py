@@ -23,6 +23,11 @@ if not sys.platform.startswith("linux"):
         "Use a Linux machine or the Docker image in launch/."
     )
 
+# Gymnasium 1.3.0 (1.4.0 needs a newer typing-extensions than tf-agents' 4.5.0 pin) and
+# MuJoCo 4.0.0 install beside numpy 1.26; --env_name=HalfCheetah-v5 and a user's Gymnasium env.
+_GYMNASIUM = "gymnasium==1.3.0"
+_MUJOCO = ["gymnasium[mujoco]==1.3.0", "mujoco==4.0.0"]
+
 # Ray 2.60.0 installs beside tensorflow 2.15.1 on Python 3.11 without moving protobuf
 # (4.25), numpy (1.26) or grpcio; it adds click, filelock and msgpack.
 _RAY = "ray==2.60.0"
@@ -54,8 +59,12 @@ setup(
         # sac-launch --engine=ray. Ray core only: ray[default] (dashboard, `ray job
         # submit`) pulls protobuf >= 5 through opentelemetry, which TF 2.15 cannot import.
         "ray": [_RAY],
+        # Gymnasium ids and envs written against Gymnasium's API; mujoco adds its MuJoCo envs.
+        "gymnasium": [_GYMNASIUM],
+        "mujoco": _MUJOCO,
         "test": [
             _RAY,  # tests/test_ray_launch.py starts a two-node Ray cluster
+            *_MUJOCO,  # tests/test_envs.py: Gymnasium ids, MuJoCo v5, the example env
             "pytest",
             # `make test` runs the suite on 2 workers (one file per worker): most tests
             # wait on subprocesses, so one worker leaves a core idle.

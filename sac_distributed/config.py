@@ -10,8 +10,9 @@ the same flags and presets guarantees that the signatures agree.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from sac_distributed.errors import ConfigError
 
@@ -300,9 +301,12 @@ class ServerConfig:
     # one holds 1/num_replay_shards of replay_buffer_capacity and of the warm-up.
     num_replay_shards: int = 1
     replay_shard: int = 0  # this server's index among them (its own replay checkpoints)
+    # JSON object of keyword arguments for the env's factory or make ("": none).
+    env_kwargs: str = ""
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        parse_env_kwargs(self.env_kwargs)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("stats_interval_s", self.stats_interval_s)
         _require_num_replay_shards(self.num_replay_shards, self.hparams)
@@ -425,9 +429,12 @@ class ActorConfig:
     max_env_steps: Optional[int] = None  # stop after this many env steps (None: until done)
     summary_interval_s: float = 10.0  # seconds between throughput summaries
     seed: Optional[int] = None
+    # JSON object of keyword arguments for the env's factory or make ("": none).
+    env_kwargs: str = ""
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        parse_env_kwargs(self.env_kwargs)
         _require(self.task >= 0, f"task must be >= 0, got {self.task}.")
         _require_positive_int("num_envs", self.num_envs)
         _require_positive_int("variable_update_interval", self.variable_update_interval)
@@ -458,9 +465,12 @@ class LearnerConfig:
     max_checkpoints_to_keep: int = 3
     summary_interval: int = 1_000  # train steps between TensorBoard summaries
     seed: Optional[int] = None  # seeds network initialisation (Python, NumPy, TF)
+    # JSON object of keyword arguments for the env's factory or make ("": none).
+    env_kwargs: str = ""
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        parse_env_kwargs(self.env_kwargs)
         _require(
             self.strategy in STRATEGIES,
             f"strategy must be one of {STRATEGIES}, got {self.strategy!r}.",
@@ -495,9 +505,12 @@ class EvaluatorConfig:
     client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
     poll_interval_s: float = 1.0  # seconds between checks of the learner's train_step
     seed: Optional[int] = None
+    # JSON object of keyword arguments for the env's factory or make ("": none).
+    env_kwargs: str = ""
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        parse_env_kwargs(self.env_kwargs)
         _require_positive_number("poll_interval_s", self.poll_interval_s)
         _require_seed(self.seed)
 
@@ -528,9 +541,12 @@ class LaunchConfig:
     learner_gpus: float = 0.0  # GPUs the learner's Ray actor asks for
     actor_cpus: float = 1.0  # CPUs each actor's Ray actor asks for
     max_restarts: int = 3  # times Ray restarts each job after its process dies
+    # JSON object of keyword arguments for the env's factory or make ("": none).
+    env_kwargs: str = ""
 
     def __post_init__(self) -> None:
         _require_env_name(self.env_name)
+        parse_env_kwargs(self.env_kwargs)
         if self.hparams is None:
             object.__setattr__(self, "hparams", hyperparams_for(self.env_name))
         _require_positive_int("num_actors", self.num_actors)
@@ -634,6 +650,25 @@ def _require_num_replay_shards(num_shards: Any, hparams: Hyperparams) -> None:
         f"replay's {items} (replay_buffer_capacity / transitions_per_item): too few to sample "
         "a batch from. Use fewer shards or a larger --replay_buffer_capacity.",
     )
+
+
+def parse_env_kwargs(text: Optional[str]) -> Dict[str, Any]:
+    """`--env_kwargs` as a dict; raises ConfigError unless it is a JSON object."""
+    if not text:
+        return {}
+    example = """e.g. --env_kwargs='{"goal_radius": 0.1}'"""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f"--env_kwargs={text!r} is not JSON ({e.msg}): give a JSON object, {example}."
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"--env_kwargs={text!r} is a JSON {type(value).__name__}, not an object: give "
+            f"keyword arguments as an object, {example}."
+        )
+    return value
 
 
 def _require_env_name(env_name: str) -> None:
@@ -760,10 +795,55 @@ PRESETS: Mapping[str, Hyperparams] = {
     "Pendulum-v1": _SMALL_CONTROL,
 }
 GENERIC_PRESET = Hyperparams()
+# An env without a preset also gets, where no flag sets them, values scaled to the
+# run's length (generic_defaults): a tenth of num_iterations as warm-up and between
+# evaluations (at most this), and one update per env step.
+GENERIC_MAX_INTERVAL = 10_000
+
+
+def generic_defaults(base: Hyperparams, given: Mapping[str, Any]) -> Dict[str, Any]:
+    """For an env without a preset: the values that `given` (the flags) leaves unset,
+    scaled to the run's length.
+
+    The presets' runs make about one SGD step per env step; so does
+    samples_per_insert = batch_size. A tenth of the run as random warm-up and
+    ten evaluations per run suit a 3,000-step first try and a 1M-step run alike.
+    """
+    run = {k: given.get(k, getattr(base, k)) for k in _GENERIC_INPUTS}
+    if not all(_is_number(v) and v > 0 for v in run.values()):
+        return {}  # Hyperparams' own checks name the bad value
+    tenth = max(1, int(run["num_iterations"]) // 10)
+    derived = dict(
+        samples_per_insert=float(run["batch_size"]),
+        initial_collect_steps=min(
+            GENERIC_MAX_INTERVAL,
+            int(run["replay_buffer_capacity"]),
+            max(int(run["batch_size"]), tenth),
+        ),
+        eval_interval=min(GENERIC_MAX_INTERVAL, tenth),
+    )
+    return {k: v for k, v in derived.items() if k not in given}
+
+
+_GENERIC_INPUTS = ("num_iterations", "batch_size", "replay_buffer_capacity")
+
+
+def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
+    """One line for a launcher's banner: what an env without a preset runs with."""
+    spi = hparams.samples_per_insert
+    rate = "no rate limit (samples_per_insert=0)"
+    if spi:
+        rate = f"samples_per_insert={spi:g} ({spi / hparams.batch_size:g} SGD steps per env step)"
+    return (
+        f"no preset for {env_name}: generic defaults for {hparams.num_iterations} train "
+        f"steps: {hparams.initial_collect_steps} random warm-up env steps, an evaluation every "
+        f"{hparams.eval_interval} train steps, " + rate + "; each has a flag of the same name"
+    )
 
 
 def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None) -> Hyperparams:
-    """Returns the preset for `env_name` with every non-None override applied."""
+    """Returns the preset for `env_name` with every non-None override applied
+    (an env without a preset: GENERIC_PRESET, then `generic_defaults`)."""
     base = PRESETS.get(env_name, GENERIC_PRESET)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.get("algorithm") == "crossq":  # its own rates unless the flags name others
@@ -772,6 +852,8 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
     unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
     _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
     try:
+        if env_name not in PRESETS:
+            given = {**generic_defaults(base, given), **given}
         return dataclasses.replace(base, **given)
     except TypeError as e:  # e.g. a string where a number belongs
         raise ConfigError(f"Invalid hyperparameter value: {e}") from e

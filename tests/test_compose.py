@@ -446,7 +446,9 @@ def check_dockerfile(text: str, context: Path = REPO) -> None:
         f"the image must be based on python:3.11, got {bases}."
     )
     runs = " && ".join(args for kw, args in instructions if kw == "RUN")
-    assert re.search(r"pip3? install\b[^&;|]*\s\.(\s|$)", runs), "no `pip install .` found."
+    assert re.search(r"pip3? install\b[^&;|]*\s[\"']?\.(\[[\w,-]+\])?[\"']?(\s|$)", runs), (
+        "no `pip install .` found."
+    )
     copies = [args.split() for kw, args in instructions if kw == "COPY"]
     sources = [s for args in copies for s in args[:-1] if not s.startswith("--")]
     assert "setup.py" in sources or "." in sources, "setup.py is never copied."

@@ -4,6 +4,7 @@ The full local run to num_iterations is test_launch_shards.py's (two replay
 shards, two actors), which checks the run's output and logs; the single-server
 stop that it does not see is checked here, on Ctrl-C."""
 
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import pytest
 from proc_utils import DEADLINE_S
 
 pytestmark = pytest.mark.slow
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 TINY = [
     "--num_iterations=200",
@@ -61,11 +63,16 @@ def _no_children_left(root_dir: str) -> bool:
 
 def test_launch_reports_failing_child(tmp_path):
     root = str(tmp_path / "bad")
-    proc = _launch([f"--root_dir={root}", "--env_name=NoSuchEnv-v0", *TINY])
+    # The launcher's own check makes the env; every job's attempt then fails.
+    fails_in_jobs = [
+        "--env_name=user_envs:make_after_first",
+        f"--env_kwargs={json.dumps({'marker': str(tmp_path / 'made')})}",
+    ]
+    proc = _launch([f"--root_dir={root}", *fails_in_jobs, *TINY], cwd=TESTS_DIR)
     out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 1, out[-4000:]
     assert "exited with code 2; its last lines:" in out
-    assert "Unknown environment 'NoSuchEnv-v0'" in out
+    assert "this env can be made only once" in out
     deadline = time.monotonic() + DEADLINE_S
     while not _no_children_left(root) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -1,6 +1,7 @@
 """sac-launch --engine=threads: every job as a thread of the launcher's process."""
 
 import fcntl
+import json
 import os
 import signal
 
@@ -11,6 +12,7 @@ from test_launch import TINY, _launch, read_until
 from sac_distributed import results
 
 pytestmark = pytest.mark.slow
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _replay_checkpoints(root: str):
@@ -37,12 +39,18 @@ def test_a_threaded_run_trains_to_num_iterations_in_one_process(tmp_path):
 
 def test_a_job_that_fails_ends_the_threaded_run_with_its_error(tmp_path):
     root = str(tmp_path / "bad")
-    proc = _launch([f"--root_dir={root}", "--engine=threads", "--env_name=NoSuchEnv-v0", *TINY])
+    # The launcher's own check makes the env; every job's attempt then fails.
+    fails_in_jobs = [
+        "--env_name=user_envs:make_after_first",
+        f"--env_kwargs={json.dumps({'marker': str(tmp_path / 'made')})}",
+    ]
+    proc = _launch([f"--root_dir={root}", "--engine=threads", *fails_in_jobs, *TINY], cwd=TESTS_DIR)
     out, _ = proc.communicate(timeout=DEADLINE_S)
 
     assert proc.returncode == 1, out[-4000:]
     # The server loads the env first (for the table signatures), so it is the one to fail.
-    assert "sac-launch: server failed to start: EnvError: Unknown environment 'NoSuchEnv-v0'" in out
+    assert "sac-launch: server failed to start: EnvError: " in out
+    assert "this env can be made only once" in out
     assert "No evaluation results were written." in out
 
 

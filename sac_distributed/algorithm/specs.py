@@ -7,39 +7,96 @@ network sizes alone, so it can start before (or without) any learner.
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
+from sac_distributed.algorithm import envs
 from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.algorithm.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
+from sac_distributed.config import parse_env_kwargs
 from sac_distributed.errors import EnvError
 
 
-def load_env(env_name: str, seed: Optional[int] = None) -> py_environment.PyEnvironment:
-    """Loads a pybullet env through suite_pybullet, anything else through suite_gym."""
-    try:
-        if "Bullet" in env_name:
-            from tf_agents.environments import suite_pybullet
+def load_env(
+    env_name: str,
+    seed: Optional[int] = None,
+    env_kwargs: Optional[Mapping[str, Any]] = None,
+    render: bool = False,
+    module_dirs: Sequence[str] = (),
+) -> py_environment.PyEnvironment:
+    """Loads `env_name` (see `envs`: a gym, pybullet or Gymnasium id, or a user's
+    `module:factory`) as a seeded TF-Agents environment.
 
-            env = suite_pybullet.load(env_name)
-        else:
-            from tf_agents.environments import suite_gym
-
-            env = suite_gym.load(env_name)
-    except Exception as e:  # gym raises several unrelated types for a bad id
-        if _is_unknown_env_error(e):
-            raise EnvError(
-                f"Unknown environment {env_name!r}: gym has no such id ({e}). Use a gym id "
-                "such as Pendulum-v1 or a pybullet id such as HalfCheetahBulletEnv-v0 "
-                "(see sac_distributed.config.PRESETS for tuned ones)."
-            ) from e
-        raise
-    env = TruncationKeepsDiscount(env)
+    gym and pybullet ids load through TF-Agents' suites exactly as before
+    Gymnasium support; Gymnasium envs through `GymnasiumEnvironment`. Every env
+    is wrapped so that a failing step names the env and the step. `render`
+    asks Gymnasium envs for rgb_array frames; `module_dirs` are folders to look
+    in for a user's module that is not importable as it is (run_info records
+    the one a run used). Raises EnvError with what to do.
+    """
+    source = envs.resolve(env_name, module_dirs)
+    kwargs = dict(env_kwargs or {})
+    if render:
+        os.environ.setdefault("MUJOCO_GL", "egl")  # headless: Mesa's EGL (Debian libegl1)
+    if source.kind in (envs.PYBULLET, envs.GYM):
+        env = TruncationKeepsDiscount(_load_gym_id(source, kwargs))
+    else:
+        env = _wrap(envs.make_raw_env(source, kwargs, render=render), env_name)
+    env = CheckedEnvironment(env, env_name)
     if seed is not None:
         env.seed(seed)
+    return env
+
+
+def load_job_env(config: Any, seed: Optional[int] = None) -> py_environment.PyEnvironment:
+    """The env of a job config (its env_name and env_kwargs; root_dir's run_info
+    says where a user's module came from)."""
+    return load_env(
+        config.env_name,
+        seed,
+        parse_env_kwargs(config.env_kwargs),
+        module_dirs=envs.recorded_module_dirs(config.root_dir),
+    )
+
+
+def job_env_specs(config: Any) -> EnvSpecs:
+    """The specs of a job config's env (loaded once, then closed)."""
+    return specs_for(
+        config.env_name,
+        parse_env_kwargs(config.env_kwargs),
+        module_dirs=envs.recorded_module_dirs(config.root_dir),
+    )
+
+
+def _load_gym_id(source: envs.EnvSource, kwargs: Mapping[str, Any]) -> py_environment.PyEnvironment:
+    try:
+        if source.kind == envs.PYBULLET:
+            from tf_agents.environments import suite_pybullet
+
+            return suite_pybullet.load(source.env_id, gym_kwargs=dict(kwargs))
+        from tf_agents.environments import suite_gym
+
+        envs.check_dependencies(source)
+        return suite_gym.load(source.env_id, gym_kwargs=dict(kwargs))
+    except TypeError as e:
+        raise EnvError(f"{source.env_name}: {e}. Check --env_kwargs.") from e
+
+
+def _wrap(env: Any, env_name: str) -> py_environment.PyEnvironment:
+    """A made env as a PyEnvironment: Gymnasium's wrapped, gym's through TF-Agents."""
+    envs.check_spaces(env, env_name)
+    kind = envs.kind_of(env)
+    if kind == envs.GYMNASIUM:
+        return GymnasiumEnvironment(env, env_name)
+    if kind == envs.GYM:
+        from tf_agents.environments import suite_gym
+
+        return TruncationKeepsDiscount(suite_gym.wrap_env(env))
     return env
 
 
@@ -63,12 +120,6 @@ def _truncated(info: object) -> bool:
     return isinstance(info, dict) and bool(info.get("TimeLimit.truncated", False))
 
 
-def _is_unknown_env_error(error: Exception) -> bool:
-    import gym
-
-    return isinstance(error, gym.error.Error) or "registered" in str(error).lower()
-
-
 def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs:
     """Tensor specs of `env`, checked to be usable by SAC."""
     obs_spec = env.observation_spec()
@@ -76,12 +127,19 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
     if tf.nest.is_nested(obs_spec) or tf.nest.is_nested(action_spec):
         raise EnvError(
             f"{env_name or 'The environment'} has nested observations or actions; "
-            "sac_distributed supports one flat Box observation and one Box action."
+            "sac_distributed supports one flat Box observation and one Box action: wrap a "
+            "Gymnasium env in gymnasium.wrappers.FlattenObservation in a factory "
+            "(--env_name=my_module:make_env)."
         )
     if not np.issubdtype(action_spec.dtype, np.floating):
         raise EnvError(
             f"{env_name or 'The environment'} has discrete actions ({action_spec}); "
             "SAC here needs continuous (Box) actions."
+        )
+    if not _bounded(action_spec):
+        raise EnvError(
+            f"{env_name or 'The environment'} has unbounded actions ({action_spec}): SAC "
+            "squashes actions into [minimum, maximum], so give the action spec finite bounds."
         )
     return EnvSpecs(
         observation=tensor_spec.from_spec(obs_spec),
@@ -90,9 +148,18 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
     )
 
 
-def specs_for(env_name: str) -> EnvSpecs:
+def _bounded(spec: Any) -> bool:
+    minimum, maximum = getattr(spec, "minimum", None), getattr(spec, "maximum", None)
+    if minimum is None or maximum is None:
+        return False
+    return bool(np.all(np.isfinite(minimum)) and np.all(np.isfinite(maximum)))
+
+
+def specs_for(
+    env_name: str, env_kwargs: Optional[Mapping[str, Any]] = None, module_dirs: Sequence[str] = ()
+) -> EnvSpecs:
     """Loads the env once to read its specs, then closes it."""
-    env = load_env(env_name)
+    env = load_env(env_name, env_kwargs=env_kwargs, module_dirs=module_dirs)
     try:
         return env_specs(env, env_name)
     finally:

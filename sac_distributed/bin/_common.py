@@ -22,7 +22,18 @@ from sac_distributed.runtime import check_root_dir
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("root_dir", None, "Directory for checkpoints, policies, summaries, results.")
-flags.DEFINE_string("env_name", config_lib.DEFAULT_ENV_NAME, "gym or pybullet environment id.")
+flags.DEFINE_string(
+    "env_name",
+    config_lib.DEFAULT_ENV_NAME,
+    "The env: a gym or pybullet id (Pendulum-v1), a Gymnasium id (HalfCheetah-v5; "
+    "gymnasium:Pendulum-v1 for an id both register), or module:factory for your own env.",
+)
+flags.DEFINE_string(
+    "env_kwargs",
+    "",
+    "Keyword arguments for the env's factory or make, as a JSON object: "
+    """'{"goal_radius": 0.1}'.""",
+)
 flags.DEFINE_string(
     "replay_buffer_server_address",
     f"localhost:{config_lib.DEFAULT_PORT}",
@@ -173,6 +184,7 @@ HPARAM_FLAGS = tuple(f.name for f in dataclasses.fields(config_lib.Hyperparams))
 SHARED_FLAGS = (
     "root_dir",
     "env_name",
+    "env_kwargs",
     "replay_buffer_server_address",
     "variable_container_server_address",
     "connect_timeout",

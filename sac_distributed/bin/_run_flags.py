@@ -52,6 +52,7 @@ def launch_settings() -> dict:
     """
     return dict(
         env_name=FLAGS.env_name,
+        env_kwargs=FLAGS.env_kwargs,
         hparams=_common.hyperparams(),
         num_actors=FLAGS.num_actors,
         num_replay_shards=FLAGS.num_replay_shards,

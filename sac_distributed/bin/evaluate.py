@@ -25,7 +25,7 @@ flags.DEFINE_float("fps", 30.0, "Frames per second of the video.")
 flags.DEFINE_integer("frame_every", 1, "Record every n-th environment step.")
 flags.mark_flag_as_required("policy_dir")
 FLAGS = flags.FLAGS
-FLAGS.set_default("env_name", None)  # None: from root_dir/run_info.json
+FLAGS.set_default("env_name", None)  # None: from root_dir/run_info.json (env_kwargs too)
 
 
 def main() -> None:
@@ -33,6 +33,7 @@ def main() -> None:
         policy_dir=FLAGS.policy_dir,
         num_episodes=FLAGS.num_episodes,
         env_name=FLAGS.env_name,
+        env_kwargs=FLAGS.env_kwargs or None,
         video_path=FLAGS.video,
         seed=FLAGS.seed,
         fps=FLAGS.fps,
@@ -50,7 +51,7 @@ def main() -> None:
 
 
 def run() -> None:
-    _common.run(main, ("env_name", "seed", "verbose"))
+    _common.run(main, ("env_name", "env_kwargs", "seed", "verbose"))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ FLAGS = flags.FLAGS
 def _config_from_flags() -> config_lib.EvaluatorConfig:
     return config_lib.EvaluatorConfig(
         env_name=FLAGS.env_name,
+        env_kwargs=FLAGS.env_kwargs,
         hparams=_common.hyperparams(),
         root_dir=_common.root_dir(),
         client=_common.client_config(replay_defaults_to_variables=True),

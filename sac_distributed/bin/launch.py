@@ -19,6 +19,7 @@ what each shard held, inserted and had sampled when the run ended.
 
 import dataclasses
 import os
+import re
 import sys
 import time
 from typing import Callable, List, Sequence
@@ -27,10 +28,12 @@ from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths
+from sac_distributed.algorithm import envs
 from sac_distributed.bin import _common, _run_flags
 from sac_distributed.errors import ConfigError, PortInUseError
 from sac_distributed.launchers import job_definitions
 from sac_distributed.launchers.launch import LaunchResult, Supervisor, print_shards, print_summary
+from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 
 flags.DEFINE_integer(
@@ -58,8 +61,10 @@ FLAGS = flags.FLAGS
 
 
 def _config_from_flags() -> config_lib.LaunchConfig:
+    _check_env()
+    run_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", FLAGS.env_name)  # module:factory names too
     root_dir = FLAGS.root_dir or os.path.join(
-        "sac_runs", f"{FLAGS.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        "sac_runs", f"{run_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     check_root_dir(root_dir)
     if FLAGS.engine in ("local", "threads") and FLAGS.port:
@@ -77,6 +82,16 @@ def _config_from_flags() -> config_lib.LaunchConfig:
     )
 
 
+def _check_env() -> None:
+    """Makes the env once: a wrong name, a missing package or an env SAC cannot train
+    is refused here, before any directory or process exists. A user module's folder
+    goes on PYTHONPATH, so every job (and a restarted one) imports it too."""
+    source = envs.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
+    if source.kind not in (envs.GYM, envs.PYBULLET) or source.module:
+        print(f"sac-launch: env {source.describe()}", flush=True)
+    os.environ.update(envs.with_pythonpath(os.environ, source.module_dir))
+
+
 def _check_port_free(port: int) -> None:
     if port_in_use(port):
         raise PortInUseError(
@@ -88,6 +103,12 @@ def _check_port_free(port: int) -> None:
 
 def main() -> int:
     config = _config_from_flags()
+    # A root_dir of another run is refused before any job starts (each job checks too).
+    check_same_run(config.root_dir, config.env_name, config.hparams)
+    if config.env_name not in config_lib.PRESETS:
+        print(
+            f"sac-launch: {config_lib.describe_generic_defaults(config.env_name, config.hparams)}"
+        )
     if config.engine == "ray":
         result = _run_on_ray(config)
     elif config.engine == "threads":

@@ -26,6 +26,7 @@ FLAGS = flags.FLAGS
 def _config_from_flags() -> config_lib.LearnerConfig:
     return config_lib.LearnerConfig(
         env_name=FLAGS.env_name,
+        env_kwargs=FLAGS.env_kwargs,
         hparams=_common.hyperparams(),
         root_dir=_common.root_dir(),
         client=_common.client_config(),

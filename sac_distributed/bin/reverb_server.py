@@ -40,6 +40,7 @@ FLAGS = flags.FLAGS
 def _config_from_flags() -> config_lib.ServerConfig:
     return config_lib.ServerConfig(
         env_name=FLAGS.env_name,
+        env_kwargs=FLAGS.env_kwargs,
         hparams=_common.hyperparams(),
         root_dir=_common.root_dir(),
         port=FLAGS.port,

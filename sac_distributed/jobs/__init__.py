@@ -7,9 +7,6 @@ call in-process; each returns when its loop ends and cleans up after itself.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
-import os
 from typing import Callable, List
 
 from absl import logging
@@ -18,7 +15,6 @@ from sac_distributed import paths, replay
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
-from sac_distributed.errors import ConfigError
 from sac_distributed.jobs import ownership
 from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
 from sac_distributed.jobs.evaluation import EvalLoop, EvalResult
@@ -26,23 +22,15 @@ from sac_distributed.jobs.learner_loop import LearnerLoop, LearnerResult
 from sac_distributed.jobs.server import ServerLoop, ShardLock, make_server
 from sac_distributed.replay.connection import Connection
 from sac_distributed.results import EpisodeLog
+from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import Metrics, write_json
 
-# Settings a checkpoint is bound to: its weights' shapes, the replay's rows and
-# the inputs its weights expect. Changing one on a restart is refused.
-CHECKPOINT_BOUND_HPARAMS = (
-    "actor_fc_layer_params",
-    "critic_joint_fc_layer_params",
-    "transitions_per_item",
-    "normalize_observations",
-    "critic_layer_norm",
-    "algorithm",
-)
 StopFn = Callable[[], bool]
 
 
 def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float], bool]) -> None:
     """Serves until `should_stop`; checkpoints the replay on the way out."""
+    check_same_run(config.root_dir, config.env_name, config.hparams)
     with ShardLock(config):
         server = make_server(config)
         logging.info(
@@ -83,9 +71,10 @@ def _check_server_tables(connection: Connection, specs, hparams, who: str) -> No
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     """Collects into the replay table until the learner is done or a stop."""
+    check_same_run(config.root_dir, config.env_name, config.hparams)
     seed = config.task_seed
     envs = [
-        specs_lib.load_env(config.env_name, None if seed is None else seed + i)
+        specs_lib.load_job_env(config, None if seed is None else seed + i)
         for i in range(config.num_envs)
     ]
     specs = specs_lib.env_specs(envs[0], config.env_name)
@@ -108,9 +97,9 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
 
     Refuses to start while another learner owns the run (ownership.py).
     """
-    specs = specs_lib.specs_for(config.env_name)
+    specs = specs_lib.job_env_specs(config)
     me = ownership.Claim.mine()
-    check_settings_match_checkpoint(config)
+    check_same_run(config.root_dir, config.env_name, config.hparams)
     lock = ownership.RootDirLock(config.root_dir, me)
     lock.acquire()
     try:
@@ -128,43 +117,6 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
                 lease.release()
     finally:
         lock.release()
-
-
-def check_settings_match_checkpoint(config: LearnerConfig) -> None:
-    """Refuses settings that differ from those the root_dir's checkpoints were written with.
-
-    Reads run_info.json (written by the learner that wrote the checkpoints)
-    before anything connects or is written, and names each difference.
-    """
-    path = paths.run_info_path(config.root_dir)
-    checkpoints = glob.glob(paths.checkpoint_index_pattern(config.root_dir))
-    if not checkpoints or not os.path.exists(path):
-        return
-    with open(path) as f:
-        recorded = json.load(f)
-    asked = dataclasses.asdict(config.hparams)
-    differences = []
-    if recorded.get("env_name", config.env_name) != config.env_name:
-        differences.append(f"env_name={recorded['env_name']}, you asked {config.env_name}")
-    for name in CHECKPOINT_BOUND_HPARAMS:
-        had = recorded.get("hparams", {}).get(name)
-        if had is not None and _same_value(had) != _same_value(asked[name]):
-            differences.append(f"{name}={_shown(had)}, you asked {_shown(asked[name])}")
-    if differences:
-        raise ConfigError(
-            f"The checkpoint in {config.root_dir} has " + "; it has ".join(differences) + ". "
-            "Pass the checkpoint's values to resume it, or use a new --root_dir for new settings."
-        )
-
-
-def _same_value(value):
-    return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _shown(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_stop: StopFn):
@@ -190,6 +142,7 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
         # What a later reader (sac-evaluate, the notebook) needs to rebuild the
         # setting; written once this learner owns the run and its checkpoint loaded.
         run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
+        run_info.update(specs_lib.envs.run_info_fields(config.env_name, config.env_kwargs))
         write_json(paths.run_info_path(config.root_dir), run_info)
         return loop.run()
     finally:
@@ -198,7 +151,8 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
 
 def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResult]:
     """Evaluates the greedy policy every eval_interval until the learner is done."""
-    env = specs_lib.load_env(config.env_name, config.seed)
+    check_same_run(config.root_dir, config.env_name, config.hparams)
+    env = specs_lib.load_job_env(config, config.seed)
     specs = specs_lib.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
     _check_server_tables(connection, specs, config.hparams, "evaluator")

@@ -391,11 +391,13 @@ class ActorLoop:
         for i in np.flatnonzero(~finite):
             if self.stats.dropped_non_finite == 0:
                 logging.warning(
-                    "Actor %d: the environment returned a non-finite observation or reward "
-                    "(reward=%s); dropping such steps and resetting that env. Counted in "
+                    "Actor %d: %s returned a non-finite observation or reward (reward=%s) "
+                    "at env step %d; dropping such steps and resetting that env. Counted in "
                     "actor/dropped_non_finite_steps.",
                     self._config.task,
+                    self._config.env_name,
                     rewards[i],
+                    self.stats.env_steps,
                 )
             self.stats.dropped_non_finite += 1
 

@@ -46,7 +46,7 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     validate_server_config(config)
     port = port if port is not None else (config.port or portpicker.pick_unused_port())
     check_port_free(port)
-    specs = specs_lib.specs_for(config.env_name)
+    specs = specs_lib.job_env_specs(config)
     checkpoints = _replay_checkpoints(config)
 
     def build(checkpointer) -> reverb.Server:

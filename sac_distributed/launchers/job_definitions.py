@@ -111,7 +111,12 @@ def make_run_configs(
         launch.connect_timeout_s,
         shard_probe_interval_s=launch.shard_probe_interval_s,
     )
-    common = dict(env_name=launch.env_name, hparams=launch.hparams, root_dir=launch.root_dir)
+    common = dict(
+        env_name=launch.env_name,
+        env_kwargs=launch.env_kwargs,
+        hparams=launch.hparams,
+        root_dir=launch.root_dir,
+    )
     clients = dict(common, client=client, seed=launch.seed)
     return RunConfigs(
         servers=tuple(

@@ -86,8 +86,16 @@ class JobProcess:
     error lines, which Ray forwards to the launcher as "(<job> pid=...) ...".
     """
 
-    def __init__(self, spec: JobSpec, log_dir: str, run_id: str, verbose: bool):
+    def __init__(
+        self,
+        spec: JobSpec,
+        log_dir: str,
+        run_id: str,
+        verbose: bool,
+        env_vars: Optional[Dict[str, str]] = None,
+    ):
         self._spec = spec
+        self._env_vars = dict(env_vars or {})
         self._log_path = os.path.join(log_dir, f"{spec.name}.log")
         self._pid_path = os.path.join(tempfile.gettempdir(), "sac_ray", run_id, spec.name)
         self._verbose = verbose
@@ -109,7 +117,7 @@ class JobProcess:
         # gets SIGTERM and stops gracefully) is not cut off by a broken pipe.
         with open(self._log_path, "a", buffering=1) as log:
             start_at = log.tell()
-            self._process = _start(self._spec, log)
+            self._process = _start(self._spec, log, self._env_vars)
             with open(self._pid_path, "w") as f:
                 f.write(str(self._process.pid))
             header = (
@@ -176,9 +184,10 @@ class JobProcess:
         sys.stdout.flush()
 
 
-def _start(spec: JobSpec, log: TextIO) -> subprocess.Popen:
+def _start(spec: JobSpec, log: TextIO, env_vars: Dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         spec.argv(sys.executable),
+        env={**os.environ, **env_vars},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -346,8 +355,16 @@ def start_jobs(
             max_task_retries=-1,
             max_concurrency=2,  # stop() runs while run() waits on the child
             **options,
-        ).remote(spec, paths.log_dir(config.root_dir), run_id, verbose)
+        ).remote(spec, paths.log_dir(config.root_dir), run_id, verbose, _forwarded_env())
     return actors, configs.learner.client.replay_addresses
+
+
+def _forwarded_env() -> Dict[str, str]:
+    """The launcher's PYTHONPATH, which holds a user env module's folder (bin/launch.py
+    puts it there): Ray workers start with the raylet's environment, not ours. On a
+    cluster of several machines that folder must exist on each (or the module be
+    installed in the image)."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 
 def _job_options(

@@ -28,7 +28,9 @@ from absl import logging
 from tf_agents.environments import py_environment
 from tf_agents.policies import py_policy
 
+from sac_distributed.algorithm import envs
 from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.config import parse_env_kwargs
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
 
@@ -105,17 +107,25 @@ def resolve_policy_dir(path: str) -> str:
 
 def find_env_name(policy_dir: str) -> Optional[str]:
     """The env_name of the nearest run_info.json in `policy_dir` or its two parents."""
+    found = find_run_env(policy_dir)
+    return found[0] if found else None
+
+
+def find_run_env(policy_dir: str) -> Optional[Tuple[str, str, Optional[str]]]:
+    """(env_name, env_kwargs, root_dir) of the nearest run_info.json naming an env
+    in `policy_dir` or its two parents."""
     directory = os.path.abspath(policy_dir)
     for _ in range(3):
         path = os.path.join(directory, RUN_INFO_FILE)
         if os.path.isfile(path):
             try:
                 with open(path) as f:
-                    env_name = json.load(f).get("env_name")
+                    info = json.load(f)
+                env_name, env_kwargs = info.get("env_name"), info.get("env_kwargs") or ""
             except (OSError, ValueError, AttributeError) as e:
                 raise ConfigError(f"Cannot read {path}: {e}") from e
             if env_name:
-                return str(env_name)
+                return str(env_name), str(env_kwargs), directory
         directory = os.path.dirname(directory)
     return None
 
@@ -258,12 +268,14 @@ def evaluate(
     seed: Optional[int] = None,
     fps: float = 30.0,
     frame_every: int = 1,
+    env_kwargs: Optional[str] = None,
 ) -> EvaluationReport:
     """Runs `num_episodes` of the policy in `policy_dir`; optionally records a video.
 
     `policy_dir` may also be a root_dir or its policies/ directory (greedy_policy
-    is used then). `env_name` None means: read it from run_info.json (see the
-    module docstring). `seed` seeds the environment and TensorFlow's sampling.
+    is used then). `env_name` None means: read it, and `env_kwargs`, from
+    run_info.json (see the module docstring), which also says where a user's
+    env module came from. `seed` seeds the environment and TensorFlow's sampling.
     """
     _require(num_episodes > 0, f"num_episodes must be > 0, got {num_episodes}.")
     _require(frame_every > 0, f"frame_every must be > 0, got {frame_every}.")
@@ -271,7 +283,9 @@ def evaluate(
     if video_path:
         check_video_path(video_path)
     policy_dir = resolve_policy_dir(policy_dir)
-    env_name = env_name or find_env_name(policy_dir)
+    found = find_run_env(policy_dir)
+    if not env_name and found:
+        env_name, env_kwargs = found[0], env_kwargs if env_kwargs is not None else found[1]
     _require(
         bool(env_name),
         f"--env_name is required: {policy_dir} (and its two parent directories) has no "
@@ -282,7 +296,13 @@ def evaluate(
 
         tf.random.set_seed(seed)
     policy = load_policy(policy_dir)
-    env = specs_lib.load_env(env_name, seed)
+    env = specs_lib.load_env(
+        env_name,
+        seed,
+        parse_env_kwargs(env_kwargs),
+        render=bool(video_path),
+        module_dirs=envs.recorded_module_dirs(found[2] if found else None),
+    )
     try:
         check_specs(policy, env, env_name)
         if not video_path:

@@ -1,0 +1,77 @@
+"""A user's own environment: a point mass that must reach a goal (Gymnasium API).
+
+Not registered anywhere: sac_distributed loads it from its factory,
+
+    cd examples && sac-launch --env_name=pointmass:make_env --num_iterations=3000
+
+(or from any folder with PYTHONPATH=/path/to/examples). Keyword arguments of
+the factory come from --env_kwargs, e.g. --env_kwargs='{"goal_radius": 0.05}'.
+
+The mass sits in the square [-1, 1]^2 and is pushed by a force (the action,
+each component in [-1, 1]). The observation is its position, its velocity and
+the goal's position; the reward is minus the distance to the goal each step,
+and the episode terminates (discount 0) when the mass is within `goal_radius`
+of the goal, or is truncated by the time limit (the critic bootstraps then).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class PointMassEnv(gymnasium.Env):
+    """A 2-D point mass with friction, pushed towards a random goal."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self, goal_radius: float = 0.1, dt: float = 0.1, render_mode: Optional[str] = None
+    ):
+        self.goal_radius = float(goal_radius)
+        self.dt = float(dt)
+        self.render_mode = render_mode
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        high = np.array([1, 1, 2, 2, 1, 1], dtype=np.float32)
+        self.observation_space = spaces.Box(-high, high, dtype=np.float32)
+        self._position = np.zeros(2)
+        self._velocity = np.zeros(2)
+        self._goal = np.zeros(2)
+
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
+    ) -> Tuple[np.ndarray, Dict[str, Any]]:
+        super().reset(seed=seed)  # seeds self.np_random on a seeded reset
+        self._position = self.np_random.uniform(-0.9, 0.9, size=2)
+        self._velocity = np.zeros(2)
+        self._goal = self.np_random.uniform(-0.9, 0.9, size=2)
+        return self._observation(), {}
+
+    def step(self, action: np.ndarray):
+        force = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        self._velocity = np.clip(0.9 * self._velocity + force * self.dt * 2.0, -2.0, 2.0)
+        self._position = np.clip(self._position + self._velocity * self.dt, -1.0, 1.0)
+        distance = float(np.linalg.norm(self._position - self._goal))
+        terminated = distance < self.goal_radius
+        reward = -distance + (10.0 if terminated else 0.0)
+        return self._observation(), reward, terminated, False, {"distance": distance}
+
+    def render(self) -> Optional[np.ndarray]:
+        if self.render_mode != "rgb_array":
+            return None
+        frame = np.full((64, 64, 3), 255, dtype=np.uint8)
+        for point, colour in ((self._goal, (0, 160, 0)), (self._position, (200, 0, 0))):
+            x, y = ((point + 1.0) / 2.0 * 63).astype(int)
+            frame[max(0, y - 2) : y + 3, max(0, x - 2) : x + 3] = colour
+        return frame
+
+    def _observation(self) -> np.ndarray:
+        return np.concatenate([self._position, self._velocity, self._goal]).astype(np.float32)
+
+
+def make_env(max_episode_steps: int = 100, **kwargs: Any) -> gymnasium.Env:
+    """The factory sac_distributed calls: the env with a time limit (truncation)."""
+    return gymnasium.wrappers.TimeLimit(PointMassEnv(**kwargs), max_episode_steps)

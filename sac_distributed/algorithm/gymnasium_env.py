@@ -1,0 +1,133 @@
+"""A Gymnasium `Env` as a TF-Agents `PyEnvironment`, and a step checker for any env.
+
+TF-Agents 0.19 has no Gymnasium suite, and its `GymWrapper` speaks gym's
+4-tuple API. Gymnasium's `step` returns (obs, reward, terminated, truncated,
+info) and seeds through `reset(seed=)`; the wrapper maps them onto TF-Agents'
+time steps the way SAC needs them:
+
+- `terminated` (the state is terminal): a LAST step with discount 0;
+- `truncated` (a time limit, or the env gave up): a LAST step with discount 1,
+  so the critic bootstraps from the last observation;
+- `seed(s)` makes the next reset `reset(seed=s)` (and seeds the action space),
+  so a seeded run repeats; later resets continue the env's own generator.
+
+Observations are float32, as the replay stores them (MuJoCo's are float64).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from tf_agents.environments import py_environment, wrappers
+from tf_agents.specs import array_spec
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed.errors import EnvError
+
+
+class GymnasiumEnvironment(py_environment.PyEnvironment):
+    """One Gymnasium env (Box observations and actions) as a PyEnvironment."""
+
+    def __init__(self, env: Any, name: str = ""):
+        super().__init__(handle_auto_reset=True)
+        self._env = env
+        self._name = name or str(getattr(env, "spec", None) and env.spec.id)
+        self._observation_spec = _box_spec(env.observation_space, np.float32, "observation")
+        self._action_spec = _box_spec(env.action_space, env.action_space.dtype, "action")
+        self._seed: Optional[int] = None
+        self._info: Any = {}
+
+    @property
+    def gymnasium_env(self) -> Any:
+        return self._env
+
+    def observation_spec(self) -> array_spec.BoundedArraySpec:
+        return self._observation_spec
+
+    def action_spec(self) -> array_spec.BoundedArraySpec:
+        return self._action_spec
+
+    def seed(self, seed: Optional[int]) -> None:
+        """The next reset starts from `seed` (Gymnasium seeds through `reset`)."""
+        self._seed = None if seed is None else int(seed)
+        if seed is not None:
+            self._env.action_space.seed(int(seed))
+
+    def get_info(self) -> Any:
+        return self._info
+
+    def render(self, mode: str = "rgb_array") -> Optional[np.ndarray]:
+        if mode != "rgb_array":
+            raise ValueError(f"Only rgb_array frames are rendered here, not {mode!r}.")
+        return self._env.render()
+
+    def close(self) -> None:
+        self._env.close()
+
+    def _reset(self) -> ts.TimeStep:
+        observation, self._info = self._env.reset(seed=self._seed)
+        self._seed = None
+        return ts.restart(self._observation(observation))
+
+    def _step(self, action: np.ndarray) -> ts.TimeStep:
+        observation, reward, terminated, truncated, self._info = self._env.step(action)
+        observation, reward = self._observation(observation), np.float32(reward)
+        if terminated:
+            return ts.termination(observation, reward)
+        if truncated:
+            return ts.truncation(observation, reward, discount=np.float32(1.0))
+        return ts.transition(observation, reward, discount=np.float32(1.0))
+
+    def _observation(self, observation: Any) -> np.ndarray:
+        return np.asarray(observation, dtype=np.float32)
+
+
+class CheckedEnvironment(wrappers.PyEnvironmentBaseWrapper):
+    """Names the env and the step when an env raises or returns a wrong observation.
+
+    A user's simulator that fails mid-run should say which env and which step,
+    not leave a stack trace from deep inside the replay writer. Non-finite
+    rewards and observations are left to the actor, which drops such steps.
+    """
+
+    def __init__(self, env: py_environment.PyEnvironment, name: str):
+        super().__init__(env)
+        self._name = name
+        shape = getattr(env.observation_spec(), "shape", None)  # None: nested (refused later)
+        self._shape = None if shape is None else tuple(shape)
+        self._env_steps = 0
+
+    def _reset(self) -> ts.TimeStep:
+        return self._checked(self._env.reset, "reset")
+
+    def _step(self, action: np.ndarray) -> ts.TimeStep:
+        self._env_steps += 1
+        return self._checked(lambda: self._env.step(action), f"step {self._env_steps}")
+
+    def _checked(self, call: Any, what: str) -> ts.TimeStep:
+        try:
+            time_step = call()
+        except EnvError:
+            raise
+        except Exception as e:
+            raise EnvError(
+                f"{self._name} raised {type(e).__name__} at {what}: {e}. The run's replay and "
+                "other jobs are unharmed; fix the env and restart this job."
+            ) from e
+        shape = np.shape(time_step.observation)
+        if self._shape is not None and shape != self._shape:
+            raise EnvError(
+                f"{self._name} returned an observation of shape {shape} at {what}, but its "
+                f"observation space has shape {self._shape}: make the env return what its "
+                "space says."
+            )
+        return time_step
+
+
+def _box_spec(space: Any, dtype: Any, name: str) -> array_spec.BoundedArraySpec:
+    low = np.asarray(space.low, dtype=dtype)
+    high = np.asarray(space.high, dtype=dtype)
+    if low.size and np.all(low == low.flat[0]) and np.all(high == high.flat[0]):
+        low, high = low.flat[0], high.flat[0]  # one bound for all, as TF-Agents' GymWrapper
+    return array_spec.BoundedArraySpec(space.shape, dtype, minimum=low, maximum=high, name=name)
