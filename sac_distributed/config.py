@@ -795,8 +795,17 @@ PRESETS: Mapping[str, Hyperparams] = {
     "Pendulum-v1": _SMALL_CONTROL,
     # Gymnasium's MuJoCo v5 walkers: SB3's SAC defaults, which rl-baselines3-zoo keeps for
     # its MuJoCo envs (learning rate 3e-4, batch 256, gamma 0.99, tau 0.005, 256x256 nets,
-    # 10k random steps), as CleanRL's and the SimbaV2 authors' SAC baselines use them.
-    **{name: _LOCOMOTION for name in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")},
+    # 10k random steps) and SAC's target entropy -dim(A) (TF-Agents' default is -dim(A)/2),
+    # as CleanRL's and the SimbaV2 authors' SAC baselines use them.
+    **{
+        name: dataclasses.replace(_LOCOMOTION, target_entropy=-float(action_dims))
+        for name, action_dims in (
+            ("HalfCheetah-v5", 6),
+            ("Hopper-v5", 3),
+            ("Walker2d-v5", 6),
+            ("Ant-v5", 8),
+        )
+    },
 }
 GENERIC_PRESET = Hyperparams()
 # An env without a preset also gets, where no flag sets them, values scaled to the
