@@ -1,0 +1,273 @@
+"""The CrossQ learner in one process: its config, layers, update, acting weights and checkpoints.
+
+Tiny networks on Pendulum-v1's specs and constant batches; no Reverb server
+(tests/test_crossq_run.py runs it as the learner job does).
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import small_hparams
+from tf_agents.trajectories import policy_step, trajectory
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import config as config_lib
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import crossq, learners
+from sac_distributed.algorithm.crossq_learner import CrossQLearner
+from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.algorithm.sac_learner import SacLearner
+from sac_distributed.errors import CheckpointError, ConfigError
+
+BATCH = 32
+
+
+def crossq_hparams(**overrides) -> config_lib.Hyperparams:
+    return small_hparams(algorithm="crossq", **overrides)
+
+
+def make_batch(env_specs, seed: int = 0) -> trajectory.Transition:
+    """A Transition batch of random observations, actions and rewards."""
+    rng = np.random.default_rng(seed)
+    obs_size = int(env_specs.observation.shape.num_elements())
+    act = env_specs.action
+    obs, next_obs = (
+        tf.constant(rng.uniform(-1, 1, (BATCH, obs_size)).astype(np.float32)) for _ in range(2)
+    )
+    actions = rng.uniform(act.minimum, act.maximum, (BATCH,) + tuple(act.shape))
+    zeros, ones = tf.zeros([BATCH]), tf.ones([BATCH])
+    mid = tf.fill([BATCH], ts.StepType.MID)
+    return trajectory.Transition(
+        ts.TimeStep(mid, zeros, ones, obs),
+        policy_step.PolicyStep(tf.constant(actions.astype(np.float32)), (), ()),
+        ts.TimeStep(mid, tf.constant(rng.normal(size=BATCH).astype(np.float32)), ones, next_obs),
+    )
+
+
+def batches(env_specs, seed: int = 0):
+    return iter(tf.data.Dataset.from_tensors(make_batch(env_specs, seed)).repeat())
+
+
+def new_learner(env_specs, root_dir, seed=0, **overrides) -> CrossQLearner:
+    strategy = agent_lib.make_strategy("default")
+    return learners.make_learner(env_specs, crossq_hparams(**overrides), strategy, root_dir, seed)
+
+
+# --- configuration ----------------------------------------------------------------
+
+
+def test_an_unknown_algorithm_is_a_config_error():
+    with pytest.raises(ConfigError, match="algorithm must be one of sac, crossq, got 'td3'"):
+        small_hparams(algorithm="td3")
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        dict(prioritized_replay=True),
+        dict(policy_averaging_tau=0.005),
+        dict(critic_layer_norm=True),
+        dict(normalize_observations=True),
+        dict(learning_rate_schedule="linear"),
+    ],
+)
+def test_options_crossq_cannot_follow_are_config_errors(option):
+    (name,) = option
+    with pytest.raises(ConfigError, match=f"--algorithm=crossq does not support {name}="):
+        crossq_hparams(**option)
+    small_hparams(**option)  # SAC takes each of them
+
+
+def test_crossq_needs_batch_statistics_and_one_replica():
+    with pytest.raises(ConfigError, match="batch_size >= 2"):
+        crossq_hparams(batch_size=1)
+    with pytest.raises(ConfigError, match="--strategy=default only, got 'mirrored'"):
+        config_lib.LearnerConfig("Pendulum-v1", crossq_hparams(), "/tmp/x", strategy="mirrored")
+
+
+def test_crossq_takes_its_learning_rate_unless_the_flags_name_one():
+    default = config_lib.hyperparams_for("HalfCheetahBulletEnv-v0", {"algorithm": "crossq"})
+    assert default.critic_learning_rate == default.actor_learning_rate == 1e-3
+    assert default.alpha_learning_rate == 1e-3
+    given = config_lib.hyperparams_for(
+        "HalfCheetahBulletEnv-v0", {"algorithm": "crossq", "actor_learning_rate": 3e-4}
+    )
+    assert given.actor_learning_rate == 3e-4 and given.critic_learning_rate == 1e-3
+    sac = config_lib.hyperparams_for("HalfCheetahBulletEnv-v0", {})
+    assert sac.algorithm == "sac" and sac.critic_learning_rate == 3e-4  # the preset, unchanged
+
+
+# --- the layer --------------------------------------------------------------------
+
+
+def _reference_renorm(x, mean_run, var_run, eps, r_max, d_max, warmed_up):
+    """Batch renormalization in NumPy (scale 1, offset 0), from the paper's equations."""
+    mean, var = x.mean(0), x.var(0)
+    std, std_run = np.sqrt(var + eps), np.sqrt(var_run + eps)
+    r = np.clip(std / std_run, 1 / r_max, r_max) if warmed_up else 1.0
+    d = np.clip((mean - mean_run) / std_run, -d_max, d_max) if warmed_up else 0.0
+    return (x - mean) / std * r + d, mean, var
+
+
+@pytest.mark.parametrize("warmed_up", [False, True])
+def test_batch_renorm_trains_on_batch_statistics_and_infers_on_running_ones(warmed_up):
+    settings = crossq.CrossQSettings(renorm_warmup_steps=0 if warmed_up else 10)
+    layer = crossq.BatchRenorm(settings)
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 2.0, (64, 5)).astype(np.float32)
+    layer.build(x.shape)
+    layer.moving_mean.assign(np.full(5, 2.0, np.float32))
+    layer.moving_variance.assign(np.full(5, 0.5, np.float32))
+
+    out = layer(tf.constant(x), training=True).numpy()
+
+    s = settings
+    expected, mean, var = _reference_renorm(
+        x.astype(np.float64), 2.0, 0.5, s.renorm_epsilon, s.r_max, s.d_max, warmed_up
+    )
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    m = s.renorm_momentum
+    np.testing.assert_allclose(layer.moving_mean.numpy(), m * 2.0 + (1 - m) * mean, rtol=1e-5)
+    np.testing.assert_allclose(layer.moving_variance.numpy(), m * 0.5 + (1 - m) * var, rtol=1e-5)
+    assert layer.steps.numpy() == 1
+    # Inference: the running statistics alone, and nothing moves.
+    inferred = layer(tf.constant(x), training=False).numpy()
+    running_std = np.sqrt(layer.moving_variance.numpy() + s.renorm_epsilon)
+    np.testing.assert_allclose(inferred, (x - layer.moving_mean.numpy()) / running_std, rtol=1e-5)
+    assert layer.steps.numpy() == 1
+
+
+# --- the update -------------------------------------------------------------------
+
+
+def test_one_critic_pass_normalizes_s_and_s_prime_together(env_specs, root_dir):
+    """Each critic's input statistics move once per update, by the mean over the
+    concatenated (s, a) and (s', a') batch: one joint forward pass."""
+    learner = new_learner(env_specs, root_dir)
+    batch = make_batch(env_specs)
+    learner.step(batches(env_specs), 1)
+    joint_obs = tf.concat([batch.time_step.observation, batch.next_time_step.observation], 0)
+    obs_size = int(env_specs.observation.shape.num_elements())
+    expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * joint_obs.numpy().mean(0)
+    for critic in (learner.agent.critic_1, learner.agent.critic_2):
+        assert critic.input_norm.steps.numpy() == 1
+        np.testing.assert_allclose(
+            critic.input_norm.moving_mean.numpy()[:obs_size], expected, rtol=1e-4, atol=1e-7
+        )
+    assert not hasattr(learner.agent, "target_critic_1")  # the bootstrap reads these critics
+
+
+def test_the_actor_steps_every_third_update(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir)
+    data = batches(env_specs)
+    actor = learner.agent.actor
+
+    def snapshot():
+        return [v.numpy().copy() for v in actor.trainable_variables]
+
+    changed = []
+    for _ in range(6):
+        before = snapshot()
+        learner.step(data, 1)
+        changed.append(any(not np.array_equal(a, b) for a, b in zip(before, snapshot())))
+    assert changed == [True, False, False, True, False, False]
+    assert actor.input_norm.steps.numpy() == 2
+    assert learner.agent.critic_1.input_norm.steps.numpy() == 6
+    assert learner.train_step_numpy == 6
+
+
+# --- acting -----------------------------------------------------------------------
+
+
+def _perturb_statistics(actor, seed: int = 1) -> None:
+    """Running statistics and scales far from their start, so folding is not trivial."""
+    rng = np.random.default_rng(seed)
+    for norm in [actor.input_norm] + [n for _, n in actor.hidden]:
+        size = norm.moving_mean.shape[0]
+        norm.moving_mean.assign(rng.normal(0, 1, size).astype(np.float32))
+        norm.moving_variance.assign(rng.uniform(0.2, 3.0, size).astype(np.float32))
+        norm.scale.assign(rng.uniform(0.5, 2.0, size).astype(np.float32))
+        norm.offset.assign(rng.normal(0, 0.5, size).astype(np.float32))
+
+
+def test_folded_weights_act_as_the_network_in_inference_mode(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir)
+    learner.step(batches(env_specs), 4)
+    _perturb_statistics(learner.agent.actor)
+    observations = np.random.default_rng(2).uniform(-1, 1, (50, 3)).astype(np.float32)
+    distribution, _ = learner.agent.actor(tf.constant(observations), training=False)
+    act = env_specs.action
+    policy = NumpyActorPolicy(act.minimum, act.maximum, act.shape, learner.policy_weights())
+
+    np.testing.assert_allclose(
+        policy.action(observations, greedy=True), distribution.mode().numpy(), atol=1e-5
+    )
+    # The pre-tanh mean as well (the greedy action saturates where it is large).
+    mean, _ = policy.distribution_params(observations)
+    net_mean = distribution.input_distribution.mean().numpy()  # before the tanh squash
+    np.testing.assert_allclose(mean, net_mean, rtol=1e-4, atol=1e-4)
+
+
+def test_acting_weights_have_the_containers_shapes(env_specs, root_dir):
+    """The variable container's signature (policy_variable_specs) fits CrossQ's weights."""
+    learner = new_learner(env_specs, root_dir)
+    specs = agent_lib.policy_variable_specs(env_specs, crossq_hparams())
+    weights = learner.variables().policy_weights
+    assert [tuple(s.shape) for s in specs] == [w.shape for w in weights]
+    assert all(w.dtype == np.float32 for w in weights)
+
+
+# --- checkpoints --------------------------------------------------------------------
+
+
+def test_a_checkpoint_resumes_every_statistic_and_optimizer_state(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir)
+    learner.step(batches(env_specs), 5)
+    assert learner.save_checkpoint()
+    resumed = new_learner(env_specs, root_dir, seed=7)  # other initial weights, then restored
+
+    assert resumed.train_step_numpy == 5
+    originals, restored = learner.agent.variables, resumed.agent.variables
+    # (Keras numbers layer names per process, so the two agents' names differ.)
+    assert [v.shape for v in originals] == [v.shape for v in restored]
+    statistics = [v for v in originals if "moving_" in v.name or v.name.endswith("steps:0")]
+    assert len(statistics) == 3 * 3 * 3  # actor and both critics: 3 norms x 3 statistics each
+    assert all(np.any(v.numpy() != 0) for v in statistics)  # all moved: the test is not trivial
+    for a, b in zip(originals, restored):
+        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.name)
+    # The optimizers' moments too.
+    optimizers = [(learner.agent.critic_optimizer, resumed.agent.critic_optimizer)]
+    for a, b in zip(optimizers[0][0].variables, optimizers[0][1].variables):
+        np.testing.assert_array_equal(b.numpy(), a.numpy())
+    assert resumed.agent.critic_optimizer.iterations.numpy() == 5
+    # And it trains on from there.
+    resumed.step(batches(env_specs), 1)
+    assert resumed.train_step_numpy == 6
+
+
+def test_a_sac_checkpoint_is_refused_by_name(env_specs, root_dir):
+    strategy = agent_lib.make_strategy("default")
+    sac = SacLearner(env_specs, small_hparams(), strategy, root_dir, seed=0)
+    assert sac.save_checkpoint()
+    with pytest.raises(CheckpointError, match="written by the SAC learner"):
+        new_learner(env_specs, root_dir)
+
+
+def test_the_crossq_learner_imports_no_reverb():
+    code = (
+        "import sys; sys.modules['reverb'] = None; "
+        "import sac_distributed.algorithm.crossq_learner, sac_distributed.algorithm.learners"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_actor_takes_a_batch_of_any_outer_rank(env_specs):
+    actor = crossq.make_actor_network(env_specs, crossq_hparams())
+    actor.create_variables()
+    observations = tf.zeros([2, 4] + env_specs.observation.shape.as_list())
+    distribution, _ = actor(observations, training=False)
+    assert distribution.mode().shape == [2, 4] + env_specs.action.shape.as_list()
