@@ -2,7 +2,8 @@
 
 Runs in its own virtualenv (`make bench-sb3` builds benchmarks/.venv-sb3):
 torch requires typing_extensions >= 4.8 and tf-agents 0.19 pins 4.5.0, so the
-two cannot share one environment. The gym 0.23 / pybullet env is adapted to
+two cannot share one environment. Gymnasium ids (MuJoCo v5) are made by
+Gymnasium itself, the very env ours trains. The gym 0.23 / pybullet env is adapted to
 the gymnasium API that SB3 2.x speaks, keeping gym's time-limit flag as
 `truncated` so that SB3 bootstraps through time limits like we do.
 
@@ -24,10 +25,20 @@ from peer_common import ResultsWriter, episode_log, hparam, parse_args
 
 
 def make_env(env_name: str, seed: int):
-    """A gymnasium.Env around `gym.make(env_name)` (gym 0.23, pybullet registered)."""
+    """The env as SB3 gets it: Gymnasium's own for a Gymnasium id (MuJoCo v5; the
+    `gymnasium:` prefix picks it for an id both register), else a gymnasium.Env
+    around `gym.make(env_name)` (gym 0.23, pybullet registered), as ours loads them."""
     import gym
     import gymnasium
 
+    gymnasium_id = env_name.split("gymnasium:", 1)[-1]
+    if env_name.startswith("gymnasium:") or (
+        gymnasium_id in gymnasium.envs.registry and gymnasium_id not in gym.envs.registry.env_specs
+    ):
+        env = gymnasium.make(gymnasium_id)
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        return env
     if "Bullet" in env_name:
         import pybullet_envs  # noqa: F401  (registers the pybullet ids with gym)
 

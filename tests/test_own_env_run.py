@@ -55,3 +55,23 @@ def test_an_unregistered_gymnasium_env_trains_and_evaluates_from_anywhere(tmp_pa
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "on pointmass:make_env" in evaluated.stdout
     assert "2 episodes: return mean" in evaluated.stdout
+
+
+def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_replay(tmp_path):
+    root = tmp_path / "failing"
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    launched = _run(
+        "launch",
+        f"--root_dir={root}",
+        "--env_name=user_envs:make_failing",
+        """--env_kwargs={"at": 50}""",
+        *TINY_RUN_FLAGS,
+        cwd=tests_dir,
+    )
+    out = launched.stdout + launched.stderr
+    assert launched.returncode == 1, out[-4000:]
+    assert "actor_0 exited with code 2" in out
+    assert "user_envs:make_failing raised ValueError at step 50: solver diverged" in out
+    # The other jobs were stopped in order: the server wrote what the actor had sent.
+    assert "Replay checkpoint written" in (root / "logs" / "server.log").read_text()
+    assert "Traceback" not in (root / "logs" / "actor_0.log").read_text()
