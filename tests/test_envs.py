@@ -43,6 +43,18 @@ def test_a_user_module_records_the_folder_it_came_from():
     assert envs.resolve("gymnasium:Pendulum-v1").module_dir is None  # installed: nothing to add
 
 
+@pytest.mark.parametrize(
+    "env_name,kind,length",
+    [("user_envs:UserCounting-v0", envs.GYMNASIUM, 7), ("user_envs:UserPendulum-v0", envs.GYM, 50)],
+)
+def test_a_module_that_registers_its_id_is_imported_first(env_name, kind, length):
+    source = envs.resolve(env_name)
+    assert (source.kind, source.module, source.module_dir) == (kind, "user_envs", TESTS_DIR)
+    env = specs_lib.load_env(env_name, seed=0)
+    steps = _episode(env, action=(0.0,) * env.action_spec().shape[0])
+    assert len(steps) == length + 1 and steps[-1].discount == 1.0  # the time limit bootstraps
+
+
 def test_a_misspelt_id_is_refused_with_the_close_one():
     with pytest.raises(
         EnvError, match="Unknown environment 'Pendelum-v1'.*Did you mean Pendulum-v1"

@@ -114,3 +114,11 @@ def make_after_first(marker, **kwargs):
     with open(marker, "w"):
         pass
     return make_counting(**kwargs)
+
+
+# Ids a user's module registers when imported: `--env_name=user_envs:UserCounting-v0`
+# (Gymnasium) and `user_envs:UserPendulum-v0` (gym 0.23), by gym's own module:id rule.
+gymnasium.register("UserCounting-v0", entry_point=CountingEnv, max_episode_steps=7)
+gym.register(
+    "UserPendulum-v0", entry_point="gym.envs.classic_control:PendulumEnv", max_episode_steps=50
+)
