@@ -176,7 +176,10 @@ def job_commands(
         dataclasses.replace(launch, num_actors=1), REVERB_PORT, hosts=server_hosts
     )
     preset = config_lib.hyperparams_for(launch.env_name)
-    dropped = set(job_definitions.hyperparam_flags(preset)) if preset_hparams else set()
+    # An env without a preset derives some values from others (config.generic_defaults),
+    # so each of its jobs gets every value spelled out.
+    drop = preset_hparams and launch.env_name in config_lib.PRESETS
+    dropped = set(job_definitions.hyperparam_flags(preset)) if drop else set()
     commands = {}
     for spec in job_definitions.job_specs(configs):
         job = ACTOR if spec.name.startswith(f"{ACTOR}_") else spec.name
