@@ -91,9 +91,15 @@ def container(doc: dict) -> dict:
     return only
 
 
+# launch/kubernetes/ is the default run with a GPU learner (launch/kubernetes-cpu/ drops it).
+COMMITTED_RENDER = ("--engine=kubernetes", "--learner_gpus=1")
+
+
 @pytest.fixture(scope="module")
 def rendered() -> Dict[str, List[dict]]:
-    return manifests.kubernetes_manifests(default_launch())
+    return manifests.kubernetes_manifests(
+        default_launch(), manifests.KubernetesConfig(learner_gpus=1)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,15 +120,57 @@ def workloads(rendered) -> Dict[str, dict]:
 
 
 def test_committed_manifests_are_what_sac_render_writes(tmp_path):
-    render_cli("--engine=kubernetes", f"--output_dir={tmp_path}")
+    render_cli(*COMMITTED_RENDER, f"--output_dir={tmp_path}")
     written = sorted(p.name for p in tmp_path.iterdir())
     committed = sorted(p.name for p in K8S_DIR.iterdir())
     assert written == committed, f"launch/kubernetes has {committed}, sac-render writes {written}"
-    stale = [n for n in written if (tmp_path / n).read_text() != (K8S_DIR / n).read_text()]
+
+    def as_committed(name: str) -> str:  # the header names the folder it was written to
+        return (tmp_path / name).read_text().replace(str(tmp_path), "launch/kubernetes")
+
+    stale = [n for n in written if as_committed(n) != (K8S_DIR / n).read_text()]
     assert not stale, (
         f"launch/kubernetes/{stale} differ from the job definitions; render them again with "
-        "`python -m sac_distributed.bin.render --engine=kubernetes --output_dir=launch/kubernetes`."
+        f"`python -m sac_distributed.bin.render {' '.join(COMMITTED_RENDER)} "
+        "--output_dir=launch/kubernetes`."
     )
+
+
+def test_the_header_is_the_whole_command_and_names_no_test(tmp_path):
+    out = tmp_path / "cheetah"
+    flags = ("--engine=kubernetes", "--env_name=HalfCheetahBulletEnv-v0", f"--output_dir={out}")
+    render_cli(*flags)
+    for path in out.iterdir():
+        first, second = path.read_text().splitlines()[:2]
+        assert first.startswith(f"# Rendered by `sac-render {' '.join(flags)}` "), first
+        assert "tests/" not in first + second, second
+
+
+def test_the_learner_requests_no_gpu_unless_asked_as_in_sac_launch():
+    def learner_limits(*flags: str):
+        docs = list(yaml.safe_load_all(render_cli("--engine=kubernetes", *flags).stdout))
+        (learner,) = [d for d in docs if d and d["metadata"]["name"] == "sac-learner"]
+        return container(learner)["resources"].get("limits")
+
+    assert learner_limits() is None
+    assert learner_limits("--learner_gpus=1") == {manifests.GPU_RESOURCE: 1}
+
+
+@pytest.mark.parametrize(
+    "image, warned",
+    [
+        ("REGISTRY/sac-distributed:TAG", True),
+        ("registry.example.com/sac-distributed:TAG", True),
+        ("REGISTRY/sac-distributed:0.1.0", True),
+        ("registry.example.com/sac-distributed:0.1.0", False),
+        ("sac-distributed:latest", False),
+    ],
+)
+def test_the_placeholder_image_is_warned_about(image, warned):
+    result = render_cli("--engine=kubernetes", f"--image={image}")
+    warning = f"sac-render: warning: --image={image} is the documentation's placeholder"
+    assert (warning in result.stderr) == warned, result.stderr
+    assert f"image: {image}" in result.stdout  # rendered all the same
 
 
 def test_committed_files_parse_to_the_rendered_objects(rendered):

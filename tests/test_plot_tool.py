@@ -205,3 +205,36 @@ def test_binary_default_x_axis_is_env_steps(tmp_path):
     read = {name: open(path, "rb").read() for name, path in outputs.items()}
     assert read["default"] == read["env_steps"]
     assert read["default"] != read["train"]
+
+
+def _png_title(path: str) -> str:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.info.get("Title", "")
+
+
+@pytest.mark.parametrize("by", ["root_dir", "results"])
+def test_the_plot_title_names_the_runs_env(tmp_path, by):
+    """sac-plot's default title: the env from the run's run_info.json."""
+    root = str(tmp_path / "run")
+    results = _write_results(root, n=3)
+    with open(paths.run_info_path(root), "w") as f:
+        f.write('{"env_name": "MountainCarContinuous-v0", "hparams": {}}')
+    out = str(tmp_path / "curve.png")
+    flag = f"--root_dir={root}" if by == "root_dir" else f"--results={results}"
+    result = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.plot", flag, f"--output={out}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _png_title(out) == "MountainCarContinuous-v0: greedy evaluation (3 points)"
+
+
+def test_without_run_info_the_title_stays_generic(tmp_path):
+    points = [EvalPoint(0, 0, -1.0, 200.0, 1.7e9), EvalPoint(10, 10, -0.5, 200.0, 1.7e9)]
+    assert plotting.run_title(str(tmp_path), len(points)) is None
+    out = plotting.plot_learning_curve(points, str(tmp_path / "c.png"))
+    assert _png_title(out) == "Evaluation (2 points)"

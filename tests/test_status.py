@@ -334,3 +334,53 @@ def test_binary_starts_and_checks_its_flags_without_tensorflow():
     assert result.returncode == 2, result.stderr[-3000:]
     assert "is not a host:port address" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- a run's files, without a server ----------------------------------------------
+
+
+def test_binary_without_server_or_root_dir_says_what_to_pass():
+    result = _status_cli("--once")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        "error: sac-status needs --server=host:port (a running job's Reverb server) or "
+        "--root_dir=DIR (a run's files, finished or not)."
+    ]
+
+
+def test_binary_on_a_root_dir_without_a_run_says_so(tmp_path):
+    result = _status_cli(f"--root_dir={tmp_path}")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"error: {tmp_path} holds no run yet" in result.stderr
+    assert "--server=host:port" in result.stderr
+
+
+def test_run_files_without_tensorflow(tmp_path):
+    """sac-status --root_dir reads the files alone: TensorFlow and Reverb stay unimportable."""
+    root = tmp_path / "run"
+    (root / "train" / "checkpoints").mkdir(parents=True)
+    for step in (100, 2000):
+        (root / "train" / "checkpoints" / f"ckpt-{step}.index").write_text("x")
+    (root / "run_info.json").write_text(
+        '{"env_name": "Pendulum-v1", "hparams": {"actor_fc_layer_params": [64, 64], '
+        '"critic_joint_fc_layer_params": [64, 64], "num_iterations": 8000}}'
+    )
+    code = _WITHOUT_TENSORFLOW + textwrap.dedent(
+        f"""
+        sys.argv = ["sac-status", "--root_dir={root}"]
+        from sac_distributed.bin import status
+        status.run()
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == [
+        f"Run in {root} (from its files)",
+        "  env: Pendulum-v1; actor 64,64, critic 64,64; num_iterations 8000",
+        "  learner checkpoints: 2, the latest at train_step 2000",
+        "  evaluations: none",
+        "  exported policies: none; replay checkpoints: 0",
+        "  actors seen: 0; training episodes: 0",
+    ]

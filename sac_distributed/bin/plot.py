@@ -22,7 +22,7 @@ flags.DEFINE_string("output", None, "PNG to write (default: learning_curve.png b
 flags.DEFINE_enum(
     "x", "env_steps", list(plotting.X_AXES), "x axis: env steps (compare runs) or train steps."
 )
-flags.DEFINE_string("title", None, "Plot title.")
+flags.DEFINE_string("title", None, "Plot title (default: the env, from the run's run_info.json).")
 FLAGS = flags.FLAGS
 
 
@@ -32,7 +32,9 @@ def main() -> None:
     output = FLAGS.output or os.path.join(os.path.dirname(results), "learning_curve.png")
     points = plotting.read_results(results)
     episodes = plotting.training_episodes(root_dir) if root_dir else []
-    plotting.plot_learning_curve(points, output, x=FLAGS.x, title=FLAGS.title, episodes=episodes)
+    run_dir = root_dir or os.path.dirname(os.path.dirname(os.path.abspath(results)))
+    title = FLAGS.title or plotting.run_title(run_dir, len(points))
+    plotting.plot_learning_curve(points, output, x=FLAGS.x, title=title, episodes=episodes)
     last = points[-1]
     print(
         f"{output}: {len(points)} evaluations, last at train_step {last.train_step}: "

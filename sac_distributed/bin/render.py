@@ -3,7 +3,7 @@
     sac-render --engine=kubernetes --output_dir=launch/kubernetes   # the committed default
     sac-render --engine=kubernetes --env_name=HalfCheetahBulletEnv-v0 --num_actors=8 \
         --image=registry.example.com/sac-distributed:0.1.0 --output_dir=cheetah/
-    sac-render --engine=kubernetes --learner_gpus=0 | kubectl apply -f -
+    sac-render --engine=kubernetes --learner_gpus=1 | kubectl apply -f -   # a GPU learner
     sac-render --engine=compose          # the `command:` of each launch/docker-compose.yml service
     sac-render --engine=compose --num_replay_shards=2 > launch/shards.yml   # an override file:
         # docker compose -f launch/docker-compose.yml -f launch/shards.yml up
@@ -30,7 +30,9 @@ flags.DEFINE_string(
     "output_dir", None, "Kubernetes: write one file per component and kustomization.yaml here."
 )
 flags.DEFINE_string("image", manifests.KubernetesConfig.image, "Container image of every job.")
-flags.DEFINE_integer("learner_gpus", 1, "GPUs the learner requests (0: none, train on CPU).")
+flags.DEFINE_integer(
+    "learner_gpus", 0, "GPUs the learner requests (0: none, it trains on CPU, as in sac-launch)."
+)
 flags.DEFINE_string("storage_class", None, "StorageClass of the volume claims (unset: default).")
 flags.DEFINE_string("data_volume_size", "20Gi", "Size of the shared root_dir volume.")
 flags.DEFINE_enum(
@@ -49,8 +51,8 @@ FLAGS.set_default("connect_timeout", 600.0)
 FLAGS.set_default("root_dir", manifests.DATA_DIR)
 
 HEADER = (
-    "# Rendered by `sac-render {args}` from sac_distributed/launchers/job_definitions.py.\n"
-    "# Do not edit: render again (tests/test_kubernetes.py compares the committed files).\n"
+    "# Rendered by `sac-render {args}` from the job definitions of sac_distributed.\n"
+    "# Do not edit: render again with other flags, or patch it in a kustomize overlay.\n"
 )
 
 
@@ -72,13 +74,8 @@ def _cluster_config() -> manifests.KubernetesConfig:
 
 
 def _render_args(argv) -> str:
-    """The command line, without the output directory (the same files wherever written)."""
-    args, skip = [], False
-    for arg in argv[1:]:
-        if not skip and not arg.startswith("--output_dir"):
-            args.append(arg)
-        skip = arg == "--output_dir"  # its value is the next argument
-    return " ".join(args)
+    """The command line that rendered the files (--output_dir included)."""
+    return " ".join(argv[1:])
 
 
 def main() -> int:
@@ -86,7 +83,11 @@ def main() -> int:
     if FLAGS.engine == "compose":
         sys.stdout.write(manifests.to_yaml([{"services": manifests.compose_services(launch)}]))
         return 0
-    files = manifests.kubernetes_manifests(launch, _cluster_config())
+    cluster = _cluster_config()
+    warning = manifests.image_warning(cluster.image)
+    if warning:
+        print(f"sac-render: warning: {warning}", file=sys.stderr, flush=True)
+    files = manifests.kubernetes_manifests(launch, cluster)
     header = HEADER.format(args=_render_args(sys.argv))
     if not FLAGS.output_dir:
         sys.stdout.write(header + "".join(manifests.to_yaml(d) for d in files.values()))

@@ -122,12 +122,27 @@ GRACE_S = {job_definitions.SERVER: 120, job_definitions.LEARNER: 120, ACTOR: 45}
 RESTART_LIMIT = 10  # a Job's backoffLimit: clients exit non-zero when the server is away
 
 
+# The image name the READMEs write for "yours"; rendering it is almost surely a mistake.
+PLACEHOLDER_IMAGE = re.compile(r"(^|/)REGISTRY/|:TAG$")
+
+
+def image_warning(image: str) -> Optional[str]:
+    """A warning when `image` is still the documentation's placeholder, else None."""
+    if not PLACEHOLDER_IMAGE.search(image):
+        return None
+    return (
+        f"--image={image} is the documentation's placeholder: build launch/Dockerfile's image, "
+        "push it where the cluster pulls from, and pass its name "
+        "(e.g. --image=registry.example.com/sac-distributed:0.1.0)."
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class KubernetesConfig:
     """What the cluster adds to a run's job definitions."""
 
     image: str = "sac-distributed:latest"
-    learner_gpus: int = 1  # 0: the learner requests no GPU and trains on CPU
+    learner_gpus: int = 0  # 0: the learner requests no GPU and trains on CPU (as sac-launch)
     data_volume_size: str = "20Gi"  # root_dir: checkpoints, policies, summaries
     replay_volume_size: str = "20Gi"  # replay checkpoints (a full HalfCheetah table: 203 MiB)
     storage_class: Optional[str] = None  # None: the cluster's default class

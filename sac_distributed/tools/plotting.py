@@ -21,6 +21,7 @@ from sac_distributed.results import (
     merge_actor_episodes,
     read_results,
 )
+from sac_distributed.run_info import read_run_info
 
 __all__ = [
     "EvalPoint",
@@ -37,6 +38,17 @@ X_AXES = ("train_step", "env_steps")
 def training_episodes(root_dir: str) -> List[Tuple[int, float]]:
     """(env steps of all actors, return) of every training episode the actors logged."""
     return merge_actor_episodes(paths.actor_episode_files(root_dir))
+
+
+def run_title(run_dir: str, num_points: int) -> Optional[str]:
+    """'<env>: greedy evaluation (N points)' from the run's run_info.json, or None
+    when `run_dir` has none (a results.csv copied away from its run)."""
+    try:
+        info = read_run_info(run_dir)
+    except ConfigError:  # an unreadable run_info.json does not stop a plot
+        info = None
+    env_name = (info or {}).get("env_name")
+    return f"{env_name}: greedy evaluation ({num_points} points)" if env_name else None
 
 
 def results_path(root_dir: str) -> str:
@@ -81,14 +93,15 @@ def plot_learning_curve(
         top.legend(loc="lower right", fontsize="small")
     top.set_ylabel("Average return")
     top.grid(True, alpha=0.3)
-    top.set_title(title or f"Evaluation ({len(points)} points)")
+    title = title or f"Evaluation ({len(points)} points)"
+    top.set_title(title)
     bottom.plot(xs, [p.average_episode_length for p in points], marker=".", color="tab:gray")
     bottom.set_ylabel("Episode length")
     bottom.set_xlabel("Train step" if x == "train_step" else "Environment steps")
     bottom.grid(True, alpha=0.3)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
-    fig.savefig(output_path, format="png")
+    fig.savefig(output_path, format="png", metadata={"Title": title})
     return output_path
 
 
