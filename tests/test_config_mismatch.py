@@ -61,9 +61,9 @@ def test_other_network_sizes_are_named_and_nothing_is_written(trained_root, new_
     result = _learner(trained_root, _wider_server(new_server))
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
-        f"error: The checkpoint in {trained_root} has actor_fc_layer_params=16,16, you asked "
-        "32,32; it has critic_joint_fc_layer_params=16,16, you asked 32,32. Pass the "
-        "checkpoint's values to resume it, or use a new --root_dir for new settings."
+        f"error: {trained_root} holds another run: it has actor_fc_layer_params=16,16, you "
+        "asked 32,32; it has critic_joint_fc_layer_params=16,16, you asked 32,32. Use a new "
+        "--root_dir for this run, or pass that run's values to resume it."
     ], result.stderr[-3000:]  # the only line on the screen: no TF warnings above it
     with open(info_path) as f:
         assert f.read() == info_before  # run_info.json keeps the checkpoint's settings
@@ -80,8 +80,8 @@ def test_another_critic_is_refused_by_name(trained_root, new_server):
         server.stop()
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
-        f"error: The checkpoint in {trained_root} has critic_layer_norm=false, you asked true. "
-        "Pass the checkpoint's values to resume it, or use a new --root_dir for new settings."
+        f"error: {trained_root} holds another run: it has critic_layer_norm=false, you asked "
+        "true. Use a new --root_dir for this run, or pass that run's values to resume it."
     ], result.stderr[-3000:]
 
 

@@ -200,6 +200,12 @@ class LearnerLoop:
             seed=config.seed,
             max_checkpoints_to_keep=config.max_checkpoints_to_keep,
         )
+        if self.step > 0:  # sac-launch shows this line: the console's sign of a resume
+            logging.info(
+                "Learner resumed from train_step %d (checkpoints in %s).",
+                self.step,
+                paths.checkpoint_dir(config.root_dir),
+            )
         self._iterator = None
         # Prioritized replay: sends |TD error| priorities to the shards, off the hot path.
         self._updater: Optional[priorities.PriorityUpdater] = None

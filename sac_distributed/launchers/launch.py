@@ -41,9 +41,10 @@ _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
 # While jobs shut down, the launcher says every this many seconds whom it waits for.
 _WAIT_REPORT_S = 5.0
-# Lines shown on the console unless --verbose: our own log lines and errors.
+# Lines shown on the console unless --verbose: our own log lines and errors
+# (jobs/__init__.py and replay/__init__.py log as "__init__.py:<line>]").
 INTERESTING_OUTPUT = re.compile(
-    r"(sac_distributed|jobs\.py|_loop\.py|server\.py|evaluation\.py|replay\.py|"
+    r"(sac_distributed|__init__\.py:\d+\]|_loop\.py|server\.py|evaluation\.py|"
     r"Traceback|Error|error:|FATAL|Exception)"
 )
 
