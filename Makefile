@@ -1,27 +1,34 @@
 # Two entry points for a fresh machine with Python 3.11:
-#   make run    installs into .venv (if needed) and trains the embedded default
-#   make test   installs into .venv (if needed), lints, and runs the test suite
+#   make run    installs what a run needs into .venv (if needed) and trains the embedded default
+#   make test   installs the test extra too (if needed), lints, and runs the test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint install clean bench-sb3
+.PHONY: run test lint install install-test clean bench-sb3
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
+# A run needs the package alone; the test extra (Ray, MuJoCo, ruff, Jupyter, the
+# Kubernetes schemas, ...) is for `make test`.
 $(VENV)/.installed: $(BIN)/activate setup.py
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $@
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
 run: $(VENV)/.installed
 	$(BIN)/sac-launch $(ARGS)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
