@@ -1,0 +1,125 @@
+"""A short seeded chaos run (benchmarks/chaos.py): the server, the learner and an actor
+killed with SIGKILL and SIGTERM while a real run trains; every check must pass, and a
+ledger that hides a loss must fail them."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from proc_utils import DEADLINE_S
+
+pytestmark = pytest.mark.slow
+
+CHAOS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "chaos.py")
+NUM_ITERATIONS = 1000
+TINY = {
+    "initial_collect_steps": 100,
+    "batch_size": 32,
+    "actor_fc_layer_params": [16, 16],
+    "critic_joint_fc_layer_params": [16, 16],
+    "eval_interval": 500,
+    "num_eval_episodes": 1,
+    "policy_save_interval": 500,
+}
+# The server and the learner each get both signals; the actor is killed last, so that
+# the actor that replaces it lives wholly after the last server restart and its
+# confirmed transitions are checked against the server's inserts.
+KILLS = "server:KILL,learner:TERM,server:TERM,learner:KILL,actor:KILL"
+
+
+def _chaos(*flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, CHAOS, *flags],
+        capture_output=True,
+        text=True,
+        timeout=3 * DEADLINE_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _checks(out: str) -> dict:
+    with open(os.path.join(out, "summary.json")) as f:
+        return {c["name"]: c for c in json.load(f)["checks"]}
+
+
+@pytest.fixture(scope="module")
+def chaos_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("chaos"))
+    done = _chaos(
+        f"--out={out}",
+        "--env_name=Pendulum-v1",
+        "--seed=3",
+        "--num_actors=1",
+        f"--num_iterations={NUM_ITERATIONS}",
+        f"--hparams={json.dumps(TINY)}",
+        f"--kills={KILLS}",
+        "--step_span=0.1,0.8",
+        "--interval_s=1,4",
+        "--restart_delay_s=0.5,2",
+        "--replay_checkpoint_interval_s=3",
+        f"--max_run_s={2 * DEADLINE_S}",
+    )
+    return out, done
+
+
+def test_chaos_run_passes_every_check(chaos_run):
+    out, done = chaos_run
+    report = done.stdout[-6000:] + done.stderr[-3000:]
+    assert done.returncode == 0, report
+    checks = _checks(out)
+    assert checks and all(c["passed"] for c in checks.values()), report
+    with open(os.path.join(out, "ledger.jsonl")) as f:
+        events = [json.loads(line) for line in f]
+    kills = [e for e in events if e["event"] == "kill"]
+    kinds = {(e["job"].split("_")[0], e["signal"]) for e in kills}
+    assert {
+        ("server", "KILL"),
+        ("server", "TERM"),
+        ("learner", "KILL"),
+        ("learner", "TERM"),
+    } <= kinds
+    assert ("actor", "KILL") in kinds
+    restarts = [e for e in events if e["event"] == "restart"]
+    assert sorted(e["job"] for e in restarts) == sorted(e["job"] for e in kills)
+    # Every server restart was followed by the learner's and the actors' return.
+    recoveries = json.load(open(os.path.join(out, "summary.json")))["recoveries"]
+    assert len(recoveries) == 2
+    assert all(r["first_sample"] is not None and r["first_insert"] is not None for r in recoveries)
+
+
+def _tamper_and_check(out: str, tmp_path, edit) -> subprocess.CompletedProcess:
+    """Copies the run's ledger beside its root_dir, edits it, and checks it again."""
+    copy = str(tmp_path / "copy")
+    os.makedirs(copy)
+    with open(os.path.join(out, "ledger.jsonl")) as f:
+        events = [json.loads(line) for line in f]
+    edit(events)
+    with open(os.path.join(copy, "ledger.jsonl"), "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in events)
+    shutil.copy(os.path.join(out, "summary.json"), copy)
+    return _chaos(f"--out={copy}", "--check_only", "--env_name=Pendulum-v1")
+
+
+def test_a_hidden_loss_fails_the_checks(chaos_run, tmp_path):
+    """The same run, its ledger saying the final replay should hold one more item, and a
+    server restart that should have restored a newer checkpoint: both checks fail."""
+    out, done = chaos_run
+    assert done.returncode == 0
+
+    def edit(events):
+        final = [e for e in events if e["event"] == "final_counts"][-1]
+        final["shards"][0]["inserts"] += 1  # an insert the replay does not hold
+        info = [e for e in events if e["event"] == "restart_info" and e["job"] == "server"][0]
+        info["restore_expected"] += "-a-newer-one"
+
+    checked = _tamper_and_check(out, tmp_path, edit)
+    assert checked.returncode == 1, checked.stdout[-4000:]
+    checks = _checks(str(tmp_path / "copy"))
+    assert not checks["the replay after the last restart holds all it should"]["passed"]
+    assert not checks["replay losses explained by a kill between a write and a checkpoint"][
+        "passed"
+    ]
+    assert "FAILED" in checked.stdout
