@@ -54,7 +54,7 @@ _CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 class SampleInfo(NamedTuple):
-    """The per-item sample facts the prioritized dataset yields (replay.py)."""
+    """The per-item sample facts the prioritized dataset yields (replay/dataset.py)."""
 
     key: tf.Tensor
     shard: tf.Tensor

@@ -19,6 +19,7 @@ from conftest import learner_config, small_hparams
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
 from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.errors import ServerUnreachableError, SignatureMismatchError
 
 # --- environments ------------------------------------------------------------------
 
@@ -132,7 +133,7 @@ def test_connect_to_an_unused_port_gives_up_after_the_timeout(free_port, caplog)
     caplog.set_level(logging.INFO, logger="absl")
     address = f"localhost:{free_port()}"
     start = time.monotonic()
-    with pytest.raises(replay.ServerUnreachableError) as raised:
+    with pytest.raises(ServerUnreachableError) as raised:
         replay.connect(address, timeout_s=3, purpose="the test needs the replay table")
     elapsed = time.monotonic() - start
     assert elapsed >= 2.5, f"gave up after {elapsed:.1f} s, before its 3 s timeout"
@@ -150,7 +151,7 @@ def test_connect_stops_waiting_on_a_stop_signal(free_port):
         asked.append(True)
         return True
 
-    with pytest.raises(replay.ServerUnreachableError):
+    with pytest.raises(ServerUnreachableError):
         replay.connect(f"localhost:{free_port()}", 600, "stop test", should_stop=should_stop)
     assert len(asked) == 1, "connect kept waiting after the stop signal"
 
@@ -180,7 +181,7 @@ def test_mismatched_actor_writes_nothing(root_dir, server_address, client):
 
 
 def test_mismatched_actor_raises_signature_mismatch_naming_both_specs(root_dir, server_address):
-    with pytest.raises(replay.SignatureMismatchError) as raised:
+    with pytest.raises(SignatureMismatchError) as raised:
         jobs.run_actor(_mismatched_actor(root_dir, server_address), lambda: False)
     message = str(raised.value)
     assert replay.REPLAY_TABLE in message
@@ -192,7 +193,7 @@ def test_a_learner_with_other_network_sizes_than_the_server_is_refused_naming_bo
     root_dir, server_address
 ):
     config = learner_config(root_dir, server_address, {"actor_fc_layer_params": (32, 32)})
-    with pytest.raises(replay.SignatureMismatchError) as raised:
+    with pytest.raises(SignatureMismatchError) as raised:
         jobs.run_learner(config, lambda: False)
     message = str(raised.value)
     assert "The learner's policy variable spec" in message

@@ -6,7 +6,7 @@ collect's progress, the evaluations, the summary, one log per job, no process
 left behind) is checked on it.
 
 The full run needs the sharded data plane (actors that spread their inserts
-over the shards, a learner that samples from all of them: replay.py,
+over the shards, a learner that samples from all of them: replay/,
 connection.py, actor_loop.py, learner_loop.py); the launcher's part (servers
 started and waited for, every client given every shard, each shard read and
 stopped at the end) is what sac-launch adds. The port check runs without it.

@@ -28,7 +28,7 @@ K = 4  # rows per item: the per-item mean and the row weights are exercised
 
 
 class SampleInfo(NamedTuple):
-    """The per-item sample facts the sharded dataset yields (see replay.py)."""
+    """The per-item sample facts the sharded dataset yields (see replay/dataset.py)."""
 
     key: tf.Tensor
     shard: tf.Tensor

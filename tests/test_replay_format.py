@@ -1,4 +1,5 @@
-"""transitions_per_item (K): config checks, table sizes in items, writer counting, row layout."""
+"""transitions_per_item (K): config checks, table sizes in items, writer counting,
+the learner's dataset and the jobs' start-up refusals (the row layout: test_replay_layout.py)."""
 
 import dataclasses
 import os
@@ -236,52 +237,3 @@ def test_wait_for_table_size_counts_items(k_server, write_replay):
 def test_make_dataset_rejects_a_batch_that_is_not_whole_items(k_server, env_specs):
     with pytest.raises(ValueError, match="not a multiple"):
         replay.make_dataset(f"localhost:{k_server.port}", env_specs, K + 1)
-
-
-# --- the row layout ----------------------------------------------------------------------
-
-
-def test_non_float32_observations_are_stored_as_float32_and_cast_back():
-    layout = replay.RowLayout(
-        observation_shape=(2, 3),
-        observation_dtype=tf.uint8,
-        action_shape=(2,),
-        action_dtype=tf.float32,
-    )
-    assert layout.width == 2 * 6 + 2 + 2
-    rng = np.random.default_rng(0)
-    n = 6
-    fields = {
-        replay.OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
-        replay.ACTION: rng.uniform(-1, 1, (n, 2)).astype(np.float32),
-        replay.REWARD: rng.normal(size=n).astype(np.float32),
-        replay.DISCOUNT: np.ones(n, np.float32),
-        replay.NEXT_OBSERVATION: rng.integers(0, 256, (n, 2, 3)).astype(np.uint8),
-    }
-    rows = layout.pack(*(fields[name] for name in replay.TRANSITION_FIELDS))
-    assert rows.dtype == np.float32 and rows.shape == (n, layout.width)
-    for name, value in layout.unpack(rows).items():
-        assert value.dtype == fields[name].dtype, name
-        np.testing.assert_array_equal(value, fields[name])
-    # What the learner gets: the env's shapes and dtypes again.
-    items = tf.constant(rows.reshape(n // 2, 2, -1))
-    time_step, action_step, next_time_step = replay.items_to_transition(items, layout)
-    assert time_step.observation.dtype == tf.uint8
-    assert time_step.observation.shape == (n, 2, 3)
-    np.testing.assert_array_equal(time_step.observation.numpy(), fields[replay.OBSERVATION])
-    np.testing.assert_array_equal(
-        next_time_step.observation.numpy(), fields[replay.NEXT_OBSERVATION]
-    )
-    np.testing.assert_array_equal(action_step.action.numpy(), fields[replay.ACTION])
-    np.testing.assert_array_equal(next_time_step.reward.numpy(), fields[replay.REWARD])
-
-
-def test_pack_transition_matches_the_layout(env_specs):
-    layout = replay.row_layout(env_specs)
-    transitions = random_transitions(env_specs, 3)
-    rows = np.stack([replay.pack_transition(t) for t in transitions])
-    assert rows.shape == (3, layout.width) and rows.dtype == np.float32
-    unpacked = layout.unpack(rows)
-    for i, transition in enumerate(transitions):
-        for name in replay.TRANSITION_FIELDS:
-            np.testing.assert_array_equal(unpacked[name][i], transition[name])

@@ -9,6 +9,7 @@ from tf_agents.trajectories import trajectory
 
 from sac_distributed import replay
 from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.errors import SignatureMismatchError
 
 
 def test_server_tables_have_the_signatures_built_from_env_specs(client, env_specs, hparams):
@@ -42,7 +43,7 @@ def test_server_tables_have_the_signatures_built_from_env_specs(client, env_spec
 
 
 def test_check_table_signature_names_a_missing_table(client, env_specs):
-    with pytest.raises(replay.SignatureMismatchError, match="no table 'replay'") as raised:
+    with pytest.raises(SignatureMismatchError, match="no table 'replay'") as raised:
         replay.check_table_signature(
             client, "replay", replay.transition_signature(env_specs), "transition spec"
         )

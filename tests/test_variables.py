@@ -11,6 +11,7 @@ from sac_distributed import replay
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import sac_learner
 from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.replay import variables as variables_lib
 from sac_distributed.replay.variables import VariableContainer
 
 
@@ -129,15 +130,15 @@ def test_a_pull_after_an_error_samples_anew(client, env_specs, hparams, monkeypa
     try:
         learner.push([np.zeros(s.shape, np.float32) for s in shapes], train_step=3)
         actor.pull()
-        real = replay.table_counts
+        real = variables_lib.table_counts
 
         def unreachable(*args, **kwargs):
             raise reverb.errors.DeadlineExceededError("the server is gone")
 
-        monkeypatch.setattr(replay, "table_counts", unreachable)
+        monkeypatch.setattr(variables_lib, "table_counts", unreachable)
         with pytest.raises(reverb.errors.DeadlineExceededError):
             actor.pull()
-        monkeypatch.setattr(replay, "table_counts", real)
+        monkeypatch.setattr(variables_lib, "table_counts", real)
         sampled = _samples(client)
         assert actor.pull().train_step == 3
         assert _samples(client) == sampled + 1

@@ -3,8 +3,9 @@
 A gRPC channel to a server that went away backs off for a long time before it
 reconnects, so after a loss we build fresh `reverb.Client`s (new channels)
 once the server answers again. Clients wait up to `connect_timeout_s` each
-time (`replay.connect`, with `retry.retry`'s backoff) and then fail with a
-clear ServerUnreachableError.
+time (`connect`, with `retry.retry`'s backoff) and then fail with a clear
+ServerUnreachableError. `TRANSIENT_ERRORS` is what a Reverb call raises when
+the server is gone; every job and tool catches these and nothing else.
 
 A job holds one client per replay shard and one for the variable container
 (which lives on one of the shards' servers). A lost shard is marked missing
@@ -20,17 +21,75 @@ from typing import Callable, List, Optional, Sequence
 import reverb
 from absl import logging
 
-from sac_distributed import replay
 from sac_distributed.config import ClientConfig
+from sac_distributed.errors import ServerUnreachableError
+from sac_distributed.retry import retry
 
-# What a Reverb call raises when the server is gone (defined beside `replay.connect`).
-TRANSIENT_ERRORS = replay.TRANSIENT_ERRORS
+# What a Reverb call raises when the server is gone: deadlines from our own
+# timeouts, and RuntimeError carrying a gRPC status (UNAVAILABLE, CANCELLED...).
+TRANSIENT_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 # Recoveries in a row, each without progress in between, before giving up: an
 # error that persists while the server answers is a bug, not an outage.
 MAX_RECOVERIES_WITHOUT_PROGRESS = 5
 # How long a ping of a possibly dead server waits for an answer.
 PING_TIMEOUT_S = 2
+
+
+def connect(
+    address: str,
+    timeout_s: float,
+    purpose: str,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> reverb.Client:
+    """Returns a client once the server at `address` answers.
+
+    Waits with `retry.retry`'s backoff (capped at 5 s), logging what it waits
+    for, and raises ServerUnreachableError after `timeout_s` seconds.
+    """
+    client = reverb.Client(address)
+    waited = False
+
+    def attempt(remaining_s: float) -> reverb.Client:
+        client.server_info(timeout=max(1, min(5, int(remaining_s))))
+        return client
+
+    def log_wait(_: BaseException, remaining_s: float) -> None:
+        nonlocal waited
+        waited = True
+        logging.info(
+            "Waiting for the Reverb server at %s (%s); %.0f s left before giving up.",
+            address,
+            purpose,
+            remaining_s,
+        )
+
+    try:
+        retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
+    except TRANSIENT_ERRORS as error:
+        last_error = error
+    else:
+        if waited:
+            logging.info("Reverb server at %s is up (%s).", address, purpose)
+        return client
+    raise ServerUnreachableError(
+        f"No Reverb server answered at {address} within {timeout_s:.0f} s ({purpose}). "
+        f"Start it first (sac-reverb-server --port {address.rpartition(':')[2]}), check the "
+        f"host:port flag, or raise --connect_timeout. Last error: {last_error}"
+    )
+
+
+def open_trajectory_writer(
+    client: reverb.Client, num_keep_alive_refs: int, timeout_s: int = 10
+) -> reverb.TrajectoryWriter:
+    """`client.trajectory_writer`, but an error, not a hang, when the server is gone.
+
+    Reverb's writer first asks the server for its tables without a deadline, which
+    never returns once the server is gone (a learner stopping after its server did
+    hung there for hours); asking with one first turns that into DeadlineExceededError.
+    """
+    client.server_info(timeout=timeout_s)
+    return client.trajectory_writer(num_keep_alive_refs=num_keep_alive_refs)
 
 
 class ShardLostError(RuntimeError):
@@ -85,7 +144,7 @@ class Connection:
     def open(self) -> None:
         """Waits (bounded) until every server answers; builds fresh clients."""
         self.shards = [
-            replay.connect(
+            connect(
                 address,
                 self._config.connect_timeout_s,
                 f"{self._who} needs the replay table" + self._shard_words(i),
@@ -97,7 +156,7 @@ class Connection:
 
     def open_variables(self) -> None:
         """Waits (bounded) until the variable container answers; a fresh client."""
-        self.variables = replay.connect(
+        self.variables = connect(
             self._config.variable_container_server_address,
             self._config.connect_timeout_s,
             f"{self._who} needs the variable container",

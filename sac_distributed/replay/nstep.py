@@ -2,7 +2,7 @@
 
 An n-step transition keeps the replay row format and the learner unchanged.
 From the steps t .. t+m-1 of one episode (m = n, or fewer at an episode's
-end) it stores, in the n-step fields of step t's row (`replay.RowLayout`
+end) it stores, in the n-step fields of step t's row (`layout.RowLayout`
 reads and replaces them),
 
     reward   = sum_k gamma^k (d_t ... d_{t+k-1}) r_{t+k}
@@ -23,7 +23,7 @@ from typing import Deque, List, Optional
 
 import numpy as np
 
-from sac_distributed.replay import RowLayout
+from sac_distributed.replay.layout import RowLayout
 
 
 class NStepAccumulator:

@@ -14,7 +14,7 @@ what prioritized replay does anyway for items not sampled recently.
 
 The updater also keeps the running maximum of every priority submitted
 (starting from `INITIAL_PRIORITY`, or the value published before a restart):
-new items enter the replay at that priority (see replay.py).
+new items enter the replay at that priority (see tables.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import numpy as np
 import reverb
 from absl import logging
 
-from sac_distributed import replay
+from sac_distributed.replay.connection import TRANSIENT_ERRORS
+from sac_distributed.replay.signatures import REPLAY_TABLE
+from sac_distributed.replay.tables import INITIAL_PRIORITY
 
 # Seconds a shard has to answer the ping before its pending updates are dropped.
 PING_TIMEOUT_S = 5
@@ -59,8 +61,8 @@ class PriorityUpdater:
     def __init__(
         self,
         addresses: Sequence[str],
-        table: str = replay.REPLAY_TABLE,
-        initial_max_priority: float = replay.INITIAL_PRIORITY,
+        table: str = REPLAY_TABLE,
+        initial_max_priority: float = INITIAL_PRIORITY,
     ):
         self._table = table
         self._workers = [_ShardWorker(address, i) for i, address in enumerate(addresses)]
@@ -133,7 +135,7 @@ class PriorityUpdater:
         try:
             worker.client.server_info(timeout=PING_TIMEOUT_S)
             worker.client.mutate_priorities(self._table, updates=batch)
-        except replay.TRANSIENT_ERRORS as error:
+        except TRANSIENT_ERRORS as error:
             worker.dropped += len(batch)
             worker.client = reverb.Client(worker.address)  # a fresh channel for the next try
             if not worker.warned:
@@ -182,4 +184,4 @@ class PriorityUpdater:
 
 def initial_max_priority(published: Optional[float]) -> float:
     """Where a (re)started learner's running max starts: the published value, if any."""
-    return max(replay.INITIAL_PRIORITY, published or 0.0)
+    return max(INITIAL_PRIORITY, published or 0.0)

@@ -15,8 +15,20 @@ import numpy as np
 import reverb
 import tree
 
-from sac_distributed import replay
 from sac_distributed.algorithm.policy import ObservationNormalization
+from sac_distributed.replay.connection import open_trajectory_writer
+from sac_distributed.replay.counts import table_counts
+from sac_distributed.replay.signatures import (
+    LEARNER_DONE,
+    MAX_PRIORITY,
+    MAX_PRIORITY_TABLE,
+    OBSERVATION_CLIP,
+    OBSERVATION_MEAN,
+    OBSERVATION_STD,
+    POLICY_VARIABLES,
+    TRAIN_STEP,
+    VARIABLE_TABLE,
+)
 
 # A push that the server has not confirmed by then raises DeadlineExceededError.
 PUSH_TIMEOUT_MS = 10_000
@@ -58,32 +70,30 @@ class VariableContainer:
         then read from the first layer's kernel (flat observations).
         """
         if self._writer is None:
-            self._writer = replay.open_trajectory_writer(self._client, num_keep_alive_refs=1)
+            self._writer = open_trajectory_writer(self._client, num_keep_alive_refs=1)
         if normalization is None:
             normalization = ObservationNormalization.identity((np.shape(policy_weights[0])[0],))
         data = {
-            replay.POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
-            replay.TRAIN_STEP: np.int64(train_step),
-            replay.LEARNER_DONE: np.bool_(learner_done),
-            replay.OBSERVATION_MEAN: np.asarray(normalization.mean, np.float32),
-            replay.OBSERVATION_STD: np.asarray(normalization.std, np.float32),
-            replay.OBSERVATION_CLIP: np.float32(normalization.clip),
+            POLICY_VARIABLES: tuple(np.asarray(w) for w in policy_weights),
+            TRAIN_STEP: np.int64(train_step),
+            LEARNER_DONE: np.bool_(learner_done),
+            OBSERVATION_MEAN: np.asarray(normalization.mean, np.float32),
+            OBSERVATION_STD: np.asarray(normalization.std, np.float32),
+            OBSERVATION_CLIP: np.float32(normalization.clip),
         }
         self._writer.append(data)
         item = tree.map_structure(lambda column: column[-1], self._writer.history)
-        self._writer.create_item(replay.VARIABLE_TABLE, 1.0, item)
+        self._writer.create_item(VARIABLE_TABLE, 1.0, item)
         self._writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
-        return int(sum(w.nbytes for w in data[replay.POLICY_VARIABLES]))
+        return int(sum(w.nbytes for w in data[POLICY_VARIABLES]))
 
     def push_max_priority(self, max_priority: float) -> None:
         """Replaces the published max priority (prioritized replay only)."""
         if self._priority_writer is None:
-            self._priority_writer = replay.open_trajectory_writer(
-                self._client, num_keep_alive_refs=1
-            )
-        self._priority_writer.append({replay.MAX_PRIORITY: np.float64(max_priority)})
+            self._priority_writer = open_trajectory_writer(self._client, num_keep_alive_refs=1)
+        self._priority_writer.append({MAX_PRIORITY: np.float64(max_priority)})
         item = tree.map_structure(lambda column: column[-1], self._priority_writer.history)
-        self._priority_writer.create_item(replay.MAX_PRIORITY_TABLE, 1.0, item)
+        self._priority_writer.create_item(MAX_PRIORITY_TABLE, 1.0, item)
         self._priority_writer.flush(timeout_ms=PUSH_TIMEOUT_MS)
 
     def pull(self, timeout_s: int = 10) -> Optional[VariableSnapshot]:
@@ -100,28 +110,28 @@ class VariableContainer:
             raise
 
     def _pull(self, timeout_s: int) -> Optional[VariableSnapshot]:
-        infos = replay.table_counts(self._client, timeout_s)
-        data = self._latest(infos, replay.VARIABLE_TABLE)
+        infos = table_counts(self._client, timeout_s)
+        data = self._latest(infos, VARIABLE_TABLE)
         if data is None:
             return None
-        priority = self._latest(infos, replay.MAX_PRIORITY_TABLE)
+        priority = self._latest(infos, MAX_PRIORITY_TABLE)
         return VariableSnapshot(
-            policy_weights=[np.array(w) for w in data[replay.POLICY_VARIABLES]],  # own copies
-            train_step=int(data[replay.TRAIN_STEP]),
-            learner_done=bool(data[replay.LEARNER_DONE]),
+            policy_weights=[np.array(w) for w in data[POLICY_VARIABLES]],  # own copies
+            train_step=int(data[TRAIN_STEP]),
+            learner_done=bool(data[LEARNER_DONE]),
             normalization=ObservationNormalization(
-                mean=np.array(data[replay.OBSERVATION_MEAN]),
-                std=np.array(data[replay.OBSERVATION_STD]),
-                clip=float(data[replay.OBSERVATION_CLIP]),
+                mean=np.array(data[OBSERVATION_MEAN]),
+                std=np.array(data[OBSERVATION_STD]),
+                clip=float(data[OBSERVATION_CLIP]),
             ),
-            max_priority=None if priority is None else float(priority[replay.MAX_PRIORITY]),
+            max_priority=None if priority is None else float(priority[MAX_PRIORITY]),
         )
 
     def pull_max_priority(self, timeout_s: int = 10) -> Optional[float]:
         """The published max priority alone (a restarting learner resumes from it)."""
-        infos = replay.table_counts(self._client, timeout_s)
-        data = self._latest(infos, replay.MAX_PRIORITY_TABLE)
-        return None if data is None else float(data[replay.MAX_PRIORITY])
+        infos = table_counts(self._client, timeout_s)
+        data = self._latest(infos, MAX_PRIORITY_TABLE)
+        return None if data is None else float(data[MAX_PRIORITY])
 
     def _latest(self, infos, table: str):
         """The one item of `table` (a max_size=1 table); None when it is empty or

@@ -1,0 +1,123 @@
+"""The table names and signatures the server builds and every job checks.
+
+Each replay item holds K = `transitions_per_item` consecutive rows (layout.py)
+in a single column. One column and K rows per item keep the server's per-item
+and per-column overhead small (about 0.4 KB instead of 4 KB per HalfCheetah
+transition at K=8) and make writing and sampling cheap. An item is complete
+the moment it is written, so a killed actor never leaves a half-written
+trajectory behind, and batched actors need no per-env streams: their rows
+simply interleave. The learner samples batch_size / K items and reshapes them
+to batch_size rows. K comes from `Hyperparams.transitions_per_item` alone; a
+job whose K differs from the server's table is refused (checks.py).
+
+The variable container is a one-item table beside the replay (variables.py),
+and so is the largest replay priority the learner has set (tables.py).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+import tree
+
+from sac_distributed.algorithm.agent import EnvSpecs, policy_variable_specs
+from sac_distributed.config import Hyperparams
+from sac_distributed.replay.layout import ROWS_OF, TRANSITIONS, row_layout
+
+REPLAY_TABLE = "uniform_table"
+VARIABLE_TABLE = "variables"
+MAX_PRIORITY_TABLE = "max_priority"
+
+# Fields of the single item in the variable container table.
+POLICY_VARIABLES = "policy_variables"
+TRAIN_STEP = "train_step"
+LEARNER_DONE = "learner_done"
+# The learner's observation statistics; clip is inf when it does not normalize.
+OBSERVATION_MEAN = "observation_mean"
+OBSERVATION_STD = "observation_std"
+OBSERVATION_CLIP = "observation_clip"
+
+# The one field of the max-priority item.
+MAX_PRIORITY = "max_priority"
+
+
+def transition_signature(
+    specs: EnvSpecs, transitions_per_item: Optional[int] = None
+) -> Dict[str, tf.TensorSpec]:
+    """Signature of one replay item: K consecutive transitions as flat float32 rows.
+
+    With `transitions_per_item=None` the leading dimension is left unknown: a
+    signature that `signatures_match` accepts for a table of any K.
+    """
+    layout = row_layout(specs)
+    shape = (transitions_per_item, layout.width)
+    # The name (kept by the server) records the layout for error messages.
+    return {TRANSITIONS: tf.TensorSpec(shape, tf.float32, layout.describe())}
+
+
+def transitions_per_item_of(signature: object) -> int:
+    """K of a replay table signature; 1 for tables without a transitions column."""
+    if isinstance(signature, dict) and TRANSITIONS in signature:
+        k = signature[TRANSITIONS].shape[0]
+        if k is not None:
+            return int(k)
+    return 1
+
+
+def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, object]:
+    """Signature of the variable container item: policy weights, train_step, done
+    flag and observation statistics (present whether or not the learner
+    normalizes, so actors need not know; only the learner's setting counts).
+
+    The policy weights' shapes follow the actor network's layer sizes, so a
+    job built with other sizes than the server's does not match it.
+    """
+    policy = tuple(
+        tf.TensorSpec(s.shape, s.dtype, f"{POLICY_VARIABLES}_{i}")
+        for i, s in enumerate(policy_variable_specs(specs, hparams))
+    )
+    observation_shape = specs.observation.shape
+    return {
+        POLICY_VARIABLES: policy,
+        TRAIN_STEP: tf.TensorSpec((), tf.int64, TRAIN_STEP),
+        LEARNER_DONE: tf.TensorSpec((), tf.bool, LEARNER_DONE),
+        OBSERVATION_MEAN: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_MEAN),
+        OBSERVATION_STD: tf.TensorSpec(observation_shape, tf.float32, OBSERVATION_STD),
+        OBSERVATION_CLIP: tf.TensorSpec((), tf.float32, OBSERVATION_CLIP),
+    }
+
+
+def max_priority_signature() -> Dict[str, tf.TensorSpec]:
+    """Signature of the max-priority item: one float64 scalar."""
+    return {MAX_PRIORITY: tf.TensorSpec((), tf.float64, MAX_PRIORITY)}
+
+
+def describe_signature(signature: object) -> str:
+    """A compact, readable form of a signature for error messages."""
+    flat = tree.flatten_with_path(signature)
+    parts = [
+        f"{'/'.join(str(p) for p in path)}: {spec.dtype.name}{list(spec.shape)}"
+        + (f" {spec.name}" if (spec.name or "").startswith(ROWS_OF) else "")
+        for path, spec in flat
+    ]
+    return "{" + ", ".join(parts) + "}"
+
+
+def signatures_match(expected: object, actual: object) -> bool:
+    """True when both signatures have the same structure, shapes and dtypes.
+
+    A dimension `expected` leaves unknown (None) matches any size.
+    """
+    try:
+        tf.nest.assert_same_structure(expected, actual)
+    except (ValueError, TypeError):
+        return False
+    pairs = zip(tf.nest.flatten(expected), tf.nest.flatten(actual))
+    return all(_shape_matches(a.shape, b.shape) and a.dtype == b.dtype for a, b in pairs)
+
+
+def _shape_matches(expected: tf.TensorShape, actual: tf.TensorShape) -> bool:
+    if expected.rank is None or actual.rank is None or expected.rank != actual.rank:
+        return expected.rank == actual.rank
+    return all(e is None or e == a for e, a in zip(expected.as_list(), actual.as_list()))
