@@ -1,0 +1,101 @@
+"""The algorithm side imports no Reverb, no Ray, no job or launcher code, defines no flags.
+
+The rule (README, Architecture) is for the whole `sac_distributed/algorithm/`
+folder, so the check imports every module in it, found by listing the folder:
+a module added later is checked without editing this test. It runs in a fresh
+interpreter in which importing `reverb` or `ray` (or any of their submodules)
+raises ImportError, as on a machine without them.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+# Run in a child interpreter: prints {"modules": [...], "new_flags": [...],
+# "transport": [...]} on success; an ImportError ends it with a traceback.
+_CHILD = textwrap.dedent(
+    """
+    import importlib, json, pkgutil, sys
+
+    FORBIDDEN = ("reverb", "ray")
+
+
+    class Unimportable:
+        '''A meta path finder for which the transport is not installed.'''
+
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in FORBIDDEN:
+                raise ImportError(f"{name} is unimportable in this test")
+            return None
+
+
+    sys.meta_path.insert(0, Unimportable())
+    for name in FORBIDDEN:
+        sys.modules.pop(name, None)
+
+    # What the algorithm builds on may define flags of its own; count only
+    # the flags that appear once the algorithm's modules are imported.
+    import tensorflow  # noqa: F401
+    import tf_agents.agents  # noqa: F401
+    from absl import flags
+
+    before = set(flags.FLAGS)
+    import sac_distributed.algorithm as algorithm
+
+    modules = sorted(
+        f"sac_distributed.algorithm.{info.name}"
+        for info in pkgutil.iter_modules(algorithm.__path__)
+    )
+    for module in modules:
+        importlib.import_module(module)
+    transport = sorted(
+        name
+        for name in sys.modules
+        if name.split(".")[0] in FORBIDDEN
+        or name.startswith(
+            (
+                "sac_distributed.replay",
+                "sac_distributed.jobs",
+                "sac_distributed.launchers",
+                "sac_distributed.bin",
+                "sac_distributed.tools",
+            )
+        )
+    )
+    print(json.dumps({
+        "modules": modules,
+        "new_flags": sorted(set(flags.FLAGS) - before),
+        "transport": transport,
+    }))
+    """
+)
+
+
+def _import_the_algorithm_folder() -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_every_algorithm_module_imports_without_reverb_ray_jobs_or_flags():
+    found = _import_the_algorithm_folder()
+    # The listing found the folder's modules (not an empty package by mistake).
+    assert {
+        "sac_distributed.algorithm.agent",
+        "sac_distributed.algorithm.sac_learner",
+        "sac_distributed.algorithm.policy",
+        "sac_distributed.algorithm.envs",
+    } <= set(found["modules"])
+    assert found["transport"] == []
+    assert found["new_flags"] == []
+
+
+def test_the_check_fails_for_a_module_that_imports_reverb():
+    """The finder really makes Reverb unimportable (or the test above proves nothing)."""
+    code = _CHILD.split("# What the algorithm builds on")[0] + "import reverb\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "reverb is unimportable in this test" in result.stderr
