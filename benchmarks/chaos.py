@@ -86,6 +86,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--max_run_s", type=float, default=3600.0)
     p.add_argument(
+        "--min_kills",
+        type=int,
+        default=None,
+        help="kills the checks require (default: every planned one)",
+    )
+    p.add_argument(
         "--baseline",
         action="store_true",
         help="also run undisturbed with the same seed and budget first",
@@ -141,6 +147,7 @@ def make_settings(args, out_dir: str, kills) -> chaos.ChaosSettings:
         },
         source_dir=args.source_dir,
         max_run_s=args.max_run_s,
+        min_kills=args.min_kills,
     )
 
 

@@ -55,6 +55,7 @@ CLIENT_EXIT_GRACE_S = 120.0
 POLL_S = 0.25  # the loop's period; replay counters are read this often while recovering
 COUNTS_EVERY_S = 2.0  # replay counters are read this often otherwise
 REPLAY_WRITTEN = "Replay checkpoint written to "
+LAST_KILL_FRACTION = 0.95
 
 
 def kind_of(job: str) -> str:
@@ -137,7 +138,9 @@ class ChaosSettings:
     python: str = sys.executable
     source_dir: Optional[str] = None  # jobs import sac_distributed from here (PYTHONPATH)
     max_run_s: float = 3600.0  # the whole run gives up (and fails) after this
-    nice: int = 0
+    # Kills the checks require (None: all of them); no kill fires once the learner
+    # has logged LAST_KILL_FRACTION of num_iterations, so a fast learner may leave some.
+    min_kills: Optional[int] = None
 
 
 class Ledger:

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from bench.chaos import (
     CLIENT_EXIT_GRACE_S,
     COUNTS_EVERY_S,
+    LAST_KILL_FRACTION,
     LEDGER_FILE,
     POLL_S,
     REPLAY_WRITTEN,
@@ -150,6 +151,7 @@ class ChaosRun:
             addresses=list(self.addresses),
             num_iterations=self.num_iterations,
             kills=[k.__dict__ for k in self.settings.kills],
+            min_kills=self.settings.min_kills,
             jobs=[s.name for s in self.specs],
             transitions_per_item=self.settings.launch.hparams.transitions_per_item,
         )
@@ -184,6 +186,8 @@ class ChaosRun:
         if self.learner_step_wall <= self.last_restart_wall:  # not trained since the restart
             return False
         if self.learner_step < kill.at_step:
+            return False
+        if self.learner_step >= LAST_KILL_FRACTION * self.num_iterations:
             return False
         return time.time() >= max(self.last_restart_wall, self.first_step_wall) + kill.after_s
 

@@ -1,0 +1,194 @@
+"""Where a learner's reconnect spends its time, piece by piece, in one process.
+
+After a lost server the learner (jobs/learner_loop.py `_recover`) reconnects,
+calls `learner.retrace()` (drops its traced tf.functions, since the abandoned
+call may still run the old ones), builds a new dataset iterator, publishes,
+and its next training call traces the update again; its next summary traces
+the diagnostics again. This tool times each of those on a real in-process
+Reverb server holding random Pendulum-like transitions, against a call of
+the already traced update, in wall and CPU seconds, so the chaos tool's
+recovery figures (benchmarks/chaos.py) can be split into their parts.
+
+    python benchmarks/recovery_cost.py --env_name=Pendulum-v1 --repeats=3
+
+--mode=channel times the other part, reconnecting: a server is stopped for
+--down_s while a client keeps asking it (as a job's clients do), then started
+again on the same port; it reports how long a brand-new `reverb.Client` takes
+to get an answer while the old client still exists (gRPC shares one
+subchannel, and its reconnect backoff, among the channels to one address in a
+process), and how long once the old client is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow)
+
+
+def _timed(fn):
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def measure(env_name: str, overrides: dict, steps_per_call: int) -> dict:
+    import numpy as np
+    import portpicker
+    import tensorflow as tf
+
+    from sac_distributed import config as config_lib
+    from sac_distributed import replay
+    from sac_distributed.algorithm import specs as specs_lib
+    from sac_distributed.algorithm.learners import make_learner
+    from sac_distributed.jobs.server import make_server
+
+    # MinSize: the tool samples as fast as it likes from what it wrote once.
+    hparams = config_lib.hyperparams_for(env_name, {"samples_per_insert": 0, **overrides})
+    root = tempfile.mkdtemp(prefix="recovery_cost_")
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+    server = make_server(config_lib.ServerConfig(env_name, hparams, root, port=port), port)
+    specs = specs_lib.specs_for(env_name)
+    client = server.localhost_client()
+    writer = replay.TransitionWriter(client, hparams.transitions_per_item)
+    obs_dim = specs.observation.shape[0]
+    act_dim = specs.action.shape[0]
+    for _ in range(max(hparams.min_replay_items * hparams.transitions_per_item, 4 * 256)):
+        obs = np.random.uniform(-1, 1, obs_dim).astype(np.float32)
+        writer.write(
+            {
+                replay.OBSERVATION: obs,
+                replay.ACTION: np.random.uniform(-1, 1, act_dim).astype(np.float32),
+                replay.REWARD: np.float32(-1.0),
+                replay.DISCOUNT: np.float32(1.0),
+                replay.NEXT_OBSERVATION: obs,
+            }
+        )
+    writer.close()
+    learner = make_learner(specs, hparams, tf.distribute.get_strategy(), root, seed=0)
+
+    def make_iterator():
+        def dataset_fn(context):
+            return replay.make_dataset(
+                address,
+                specs,
+                context.get_per_replica_batch_size(hparams.batch_size),
+                rate_limiter_timeout_ms=2_000,
+                transitions_per_item=hparams.transitions_per_item,
+            )
+
+        return iter(learner.strategy.distribute_datasets_from_function(dataset_fn))
+
+    out = {}
+    iterator, out["first_iterator_wall"], out["first_iterator_cpu"] = _timed(make_iterator)
+    _, out["first_call_wall"], out["first_call_cpu"] = _timed(
+        lambda: learner.step(iterator, steps_per_call)
+    )
+    _, out["first_diagnostics_wall"], _ = _timed(lambda: learner.diagnostics(iterator))
+    steady = [_timed(lambda: learner.step(iterator, steps_per_call)) for _ in range(3)]
+    out["steady_call_wall"] = statistics.median(s[1] for s in steady)
+    out["steady_call_cpu"] = statistics.median(s[2] for s in steady)
+    _, out["retrace_wall"], _ = _timed(learner.retrace)
+    iterator, out["new_iterator_wall"], out["new_iterator_cpu"] = _timed(make_iterator)
+    _, out["retraced_call_wall"], out["retraced_call_cpu"] = _timed(
+        lambda: learner.step(iterator, steps_per_call)
+    )
+    _, out["retraced_diagnostics_wall"], _ = _timed(lambda: learner.diagnostics(iterator))
+    # The same call on a new iterator without retrace: what keeping the functions would cost.
+    iterator, _, _ = _timed(make_iterator)
+    _, out["kept_functions_new_iterator_call_wall"], _ = _timed(
+        lambda: learner.step(iterator, steps_per_call)
+    )
+    server.stop()
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def channel_backoff(down_s: float, keep_old: bool) -> dict:
+    """Seconds from a server's restart until a fresh client's first answer."""
+    import gc
+
+    import portpicker
+    import reverb
+
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+
+    def serve() -> reverb.Server:
+        return reverb.Server([reverb.Table.queue("t", 10)], port=port)
+
+    server = serve()
+    old = reverb.Client(address)
+    old.server_info(timeout=2)
+    server.stop()
+    start = time.monotonic()
+    while time.monotonic() - start < down_s:  # the job keeps trying, as connect() does
+        try:
+            old.server_info(timeout=2)
+        except (RuntimeError, reverb.errors.DeadlineExceededError):
+            pass
+        time.sleep(1.0)
+    if not keep_old:
+        del old
+        gc.collect()
+    server = serve()
+    up = time.monotonic()
+    while True:
+        try:
+            reverb.Client(address).server_info(timeout=5)
+            break
+        except (RuntimeError, reverb.errors.DeadlineExceededError):
+            time.sleep(0.2)
+    answered = time.monotonic() - up
+    server.stop()
+    return {"down_s": down_s, "old_client_kept": keep_old, "fresh_client_answers_s": answered}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env_name", default="Pendulum-v1")
+    p.add_argument("--hparams", default="{}", help="JSON of hyperparameter overrides")
+    p.add_argument("--steps_per_call", type=int, default=50, help="the learner's default")
+    p.add_argument("--repeats", type=int, default=1, help="fresh processes")
+    p.add_argument("--out", default=None, help="append one JSON line per repeat here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mode", choices=("learner", "channel"), default="learner")
+    p.add_argument("--down_s", type=float, default=30.0, help="--mode=channel: server downtime")
+    args = p.parse_args(argv)
+    if args.mode == "channel":
+        for keep_old in (True, False):
+            result = channel_backoff(args.down_s, keep_old)
+            print(json.dumps(result), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+        return 0
+    if args.child:
+        result = measure(args.env_name, json.loads(args.hparams), args.steps_per_call)
+        print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    import subprocess
+
+    for _ in range(args.repeats):
+        child = [sys.executable, os.path.abspath(__file__), "--child", *(argv or sys.argv[1:])]
+        done = subprocess.run(child, capture_output=True, text=True)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+        if not lines:
+            print(done.stdout[-2000:] + done.stderr[-3000:])
+            return 1
+        result = dict(json.loads(lines[0][7:]), env_name=args.env_name, hparams=args.hparams)
+        print(json.dumps(result), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
