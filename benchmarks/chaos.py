@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
-from bench import chaos, chaos_checks  # noqa: E402
+from bench import chaos, chaos_checks, chaos_recovery  # noqa: E402
 
 from sac_distributed import config as config_lib  # noqa: E402
 
@@ -178,8 +179,20 @@ def run(settings: chaos.ChaosSettings) -> None:
     )
 
 
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGINT (even when started in the background) end the run through its
+    `finally`, which SIGKILLs the jobs it started (they run in sessions of their own)."""
+
+    def stop(signum, _frame):
+        raise SystemExit(f"chaos: stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    _stop_on_signals()
     out = os.path.abspath(args.out)
     baseline = args.baseline_return
     if not args.check_only:
@@ -193,7 +206,7 @@ def main(argv=None) -> int:
     elif baseline is None and os.path.exists(os.path.join(out, "baseline", chaos.LEDGER_FILE)):
         baseline = chaos_checks.final_return(os.path.join(out, "baseline", "root"))[1]
     checks, notes = chaos_checks.run_checks(out, args.env_name, baseline, args.return_tolerance)
-    figures = chaos_checks.recoveries(out)
+    figures = chaos_recovery.recoveries(out)
     for note in notes:
         print(f"  {note}")
     for row in figures:

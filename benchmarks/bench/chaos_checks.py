@@ -435,59 +435,5 @@ def run_checks(
     return checks, step_notes + chain_notes
 
 
-# --- time to recover ----------------------------------------------------------------------
-
-_LEARNER_MARKS = (
-    ("noticed", "learner lost the Reverb server"),
-    ("reconnected", "learner reconnected to the Reverb server"),
-    ("resumed", "Learner resumed at train_step"),
-)
-
-
-def recoveries(out_dir: str) -> List[dict]:
-    """Per server restart: seconds from the restart to each milestone.
-
-    listening/first_insert/first_sample: the tool's reads of the server's
-    counters; the learner's and actors' marks: their log lines after the restart.
-    """
-    rec = RunRecord(out_dir)
-    figures = []
-    for r in rec.all("server_recovery"):
-        t0 = r["restart_wall"]
-        row = {"job": r["job"], "restart_t": round(t0 - rec.run["wall"], 1)}
-        if r.get("kill_wall"):  # negative: the kill came this long before the restart
-            row["killed"] = round(r["kill_wall"] - t0, 1)
-        for key in ("listening", "first_insert", "first_sample"):
-            row[key] = None if r.get(key) is None else round(r[key] - t0, 1)
-        row.update(_learner_marks(rec, t0, r.get("kill_wall") or t0 - 1))
-        row["actors_reconnected"] = _actor_marks(rec, t0)
-        figures.append(row)
-    return figures
-
-
-def _learner_marks(rec: RunRecord, t0: float, since: float) -> dict:
-    lines = rec.instance_lines("learner", rec.instance_at("learner", t0))
-    marks = {}
-    for key, text in _LEARNER_MARKS:
-        found = [s for s, m in lines if s is not None and s >= since and text.lower() in m.lower()]
-        marks[key] = round(found[0] - t0, 1) if found else None
-    steps = [
-        s for s, m in lines if s is not None and s >= t0 and re.search(r"train_step \d+: loss", m)
-    ]
-    marks["first_train_log"] = round(steps[0] - t0, 1) if steps else None
-    return marks
-
-
-def _actor_marks(rec: RunRecord, t0: float) -> Dict[str, Optional[float]]:
-    out = {}
-    for job in rec.instances:
-        if kind_of(job) != "actor":
-            continue
-        lines = rec.instance_lines(job, rec.instance_at(job, t0))
-        found = [s for s, m in lines if s is not None and s >= t0 and "reconnected to the" in m]
-        out[job] = round(found[0] - t0, 1) if found else None
-    return out
-
-
 def format_checks(checks: Sequence[Check]) -> str:
     return "\n".join(f"{'PASS' if c.passed else 'FAIL'}  {c.name}: {c.detail}" for c in checks)
