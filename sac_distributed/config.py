@@ -577,7 +577,10 @@ class LaunchConfig:
             _is_number(self.learner_gpus) and self.learner_gpus >= 0,
             f"learner_gpus must be a number >= 0, got {self.learner_gpus!r}.",
         )
-        _require_positive_number("actor_cpus", self.actor_cpus)
+        _require(  # Ray places actors of 0 or a fraction of a CPU
+            _is_number(self.actor_cpus) and self.actor_cpus >= 0,
+            f"actor_cpus must be a number >= 0, got {self.actor_cpus!r}.",
+        )
         _require(
             isinstance(self.max_restarts, int)
             and not isinstance(self.max_restarts, bool)

@@ -8,6 +8,7 @@ on it; both must end with a finished learner and a greedy policy that stock
 TF-Agents loads.
 """
 
+import dataclasses
 import os
 import re
 import signal
@@ -53,13 +54,45 @@ def test_ray_options_need_the_ray_engine(tmp_path):
         (dict(engine="yarn"), "engine must be one of"),
         (dict(engine="ray", ray_address="head"), "not a host:port address"),
         (dict(engine="ray", learner_gpus=-1), "learner_gpus must be a number >= 0"),
-        (dict(engine="ray", actor_cpus=0), "actor_cpus must be a number > 0"),
+        (dict(engine="ray", actor_cpus=-1), "actor_cpus must be a number >= 0"),
         (dict(engine="ray", max_restarts=-2), "max_restarts must be an integer >= 0"),
     ],
 )
 def test_bad_ray_options_are_refused(tmp_path, options, message):
     with pytest.raises(ConfigError, match=message):
         config_lib.LaunchConfig(root_dir=str(tmp_path), **options)
+
+
+@pytest.mark.parametrize("actor_cpus", [0, 0.25])
+def test_actors_may_ask_for_no_cpu_or_a_fraction(tmp_path, actor_cpus):
+    from sac_distributed.launchers import ray_launch
+
+    config = config_lib.LaunchConfig(
+        root_dir=str(tmp_path), engine="ray", num_actors=4, actor_cpus=actor_cpus
+    )
+    assert ray_launch.cpus_needed(config) == 3 + 4 * actor_cpus
+
+
+def test_too_few_cpus_says_what_to_run_on_one_machine(tmp_path, monkeypatch):
+    """The README's 2-CPU machine after a plain `ray start --head`."""
+    from sac_distributed.launchers import ray_launch
+
+    head = {"NodeID": "n0", "Resources": {"CPU": 2.0, ray_launch.HEAD_NODE_RESOURCE: 1.0}}
+    monkeypatch.setattr(ray_launch, "_alive_nodes", lambda: [head])
+    config = config_lib.LaunchConfig(
+        root_dir=str(tmp_path), engine="ray", ray_address="auto", num_actors=2
+    )
+    with pytest.raises(ConfigError) as refused:
+        ray_launch.choose_nodes(config)
+    message = str(refused.value)
+    assert message.startswith("The Ray cluster has 2 CPUs; this run asks for 5 ")
+    assert "ray start --head --num-cpus=5`" in message
+    assert "leave out --ray_address" in message
+    assert "--actor_cpus (fractions and 0 are allowed)" in message
+    assert "\n" not in message
+    fractional = dataclasses.replace(config, actor_cpus=0.3)
+    with pytest.raises(ConfigError, match=r"asks for 3.6 .*--num-cpus=4`"):
+        ray_launch.choose_nodes(fractional)
 
 
 def test_clients_get_the_server_host_the_engine_found(tmp_path):

@@ -53,7 +53,9 @@ flags.DEFINE_string(
     "Ray cluster to join: auto, host:port or ray://host:port (unset: a local one).",
 )
 flags.DEFINE_float("learner_gpus", 0.0, "GPUs the learner asks Ray for (--engine=ray).")
-flags.DEFINE_float("actor_cpus", 1.0, "CPUs each actor asks Ray for (--engine=ray).")
+flags.DEFINE_float(
+    "actor_cpus", 1.0, "CPUs each actor asks Ray for (--engine=ray); a fraction or 0 is allowed."
+)
 flags.DEFINE_integer(
     "max_restarts", 3, "Times Ray restarts a job whose process died (--engine=ray; -1: always)."
 )

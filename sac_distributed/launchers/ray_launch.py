@@ -44,6 +44,7 @@ import os
 # One line per job and event: Ray's log de-duplication would merge the actors' lines.
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
+import math  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -252,6 +253,8 @@ def connect(address: Optional[str], num_cpus_needed: float) -> bool:
     """Connects to the cluster at `address` (or $RAY_ADDRESS, which `ray job submit`
     sets), or starts a local one; True if started here."""
     address = address or os.environ.get("RAY_ADDRESS")
+    if not sys.stdout.isatty():  # Ray colours its "(JobProcess pid=...)" prefixes
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     if address:
         ray.init(address=address, log_to_driver=True)
         return False
@@ -261,6 +264,20 @@ def connect(address: Optional[str], num_cpus_needed: float) -> bool:
         log_to_driver=True,
     )
     return True
+
+
+def too_few_cpus(total_cpus: float, config: LaunchConfig) -> str:
+    """What the run asks of Ray's CPU count, and what to run instead (one machine too)."""
+    needed = cpus_needed(config)
+    return (
+        f"The Ray cluster has {total_cpus:g} CPUs; this run asks for {needed:g} "
+        f"({config.num_replay_shards} for the Reverb server(s), 2 for learner and evaluator, "
+        f"--actor_cpus={config.actor_cpus:g} for each of {config.num_actors} actors). Ray's "
+        "CPUs are a count for placing jobs, not cores: on one machine run `ray stop; ray start "
+        f"--head --num-cpus={math.ceil(needed)}`, or leave out "
+        "--ray_address (sac-launch then starts a local Ray sized for the run); or lower "
+        "--num_actors or --actor_cpus (fractions and 0 are allowed); or add nodes."
+    )
 
 
 def cpus_needed(config: LaunchConfig) -> float:
@@ -293,13 +310,7 @@ def choose_nodes(config: LaunchConfig) -> Tuple[List[str], str]:
         raise ConfigError("The Ray cluster has no head node alive.")
     total_cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
     if total_cpus < cpus_needed(config):
-        raise ConfigError(
-            f"The Ray cluster has {total_cpus:g} CPUs; this run asks for "
-            f"{cpus_needed(config):g} ({config.num_replay_shards} for the Reverb server(s), 2 "
-            "for learner and evaluator, "
-            f"--actor_cpus={config.actor_cpus:g} for each of {config.num_actors} actors). "
-            "Add nodes or lower --num_actors / --actor_cpus."
-        )
+        raise ConfigError(too_few_cpus(total_cpus, config))
     learner = [
         n
         for n in head + nodes
