@@ -318,3 +318,23 @@ def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster,
     _assert_finished_with_loadable_policy(root, out, proc)
     assert f"{on_head} died (exit code -9); Ray restarts it" in out
     _wait_no_job_left(root)
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_ray_colours_its_prefixes_only_on_a_terminal(monkeypatch, tty):
+    """Ray's driver reads RAY_COLOR_PREFIX for each line it prints ("0": no codes)."""
+    from sac_distributed.launchers import ray_launch
+
+    seen = {}
+
+    class Console:
+        def isatty(self) -> bool:
+            return tty
+
+    monkeypatch.delenv("RAY_COLOR_PREFIX", raising=False)
+    monkeypatch.setattr(sys, "stdout", Console())
+    monkeypatch.setattr(
+        ray_launch.ray, "init", lambda **_: seen.update(env=os.environ.get("RAY_COLOR_PREFIX"))
+    )
+    assert ray_launch.connect("auto", 3) is False
+    assert seen["env"] == (None if tty else "0")
