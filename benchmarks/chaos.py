@@ -232,4 +232,14 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as stopped:  # a signal (see _stop_on_signals) or argparse
+        code = stopped.code if isinstance(stopped.code, int) else 1
+        if not isinstance(stopped.code, int):
+            print(stopped.code, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TensorFlow's threads (imported with Reverb's client) can hold interpreter
+    # shutdown for many seconds; the jobs are stopped and the files written.
+    os._exit(code)
