@@ -105,6 +105,20 @@ def test_an_unknown_flag_is_one_line_exit_2_pointing_to_help(script, module):
     ], result.stderr[-2000:]
 
 
+def test_a_stray_argument_is_one_line_exit_2():
+    result = subprocess.run(
+        [sys.executable, "-m", "sac_distributed.bin.plot", "results.csv"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "error: Unexpected arguments ['results.csv']: every option is a --flag=value "
+        "(--help lists the flags)"
+    ]
+
+
 def test_a_bad_flag_value_is_exit_2():
     result = subprocess.run(
         [sys.executable, "-m", "sac_distributed.bin.launch", "--num_actors=two"],

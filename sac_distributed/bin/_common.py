@@ -250,8 +250,13 @@ def run(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FL
     """
 
     def _main(argv):
-        if len(argv) > 1:
-            raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        if len(argv) > 1:  # absl would print the whole --help above it, and exit 1
+            print(
+                f"error: Unexpected arguments {argv[1:]}: every option is a --flag=value "
+                "(--help lists the flags)",
+                file=sys.stderr,
+            )
+            _exit_now(2)
         if not FLAGS.verbose:
             quiet_libraries()
         try:
