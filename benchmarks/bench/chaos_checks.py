@@ -252,9 +252,14 @@ def check_replay_chain(rec: RunRecord) -> Tuple[Check, List[str]]:
             lost = None if last_seen is None else max(0, last_seen - counts["inserts"])
             if kill and kill["signal"] == "TERM" and not _wrote_final(rec, job, i - 1, kill):
                 problems.append(f"{what}: no replay checkpoint written after SIGTERM")
+            when = (
+                "its final checkpoint, before it exited"
+                if kill and kill["signal"] == "TERM"
+                else "that checkpoint"
+            )
             notes.append(
                 f"{what}: restored {counts['items']} items (inserts {counts['inserts']}); "
-                f"lost >= {lost} items inserted after that checkpoint"
+                f"lost >= {lost} items inserted after {when}"
             )
     ok = not problems
     detail = (
