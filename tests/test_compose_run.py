@@ -442,11 +442,30 @@ def test_learner_reached_num_iterations(compose_run):
 
 
 def test_policies_exported(compose_run):
+    """Each exported SavedModel loads with stock TF-Agents, is the last train_step's,
+    and acts within the action bounds of the run's environment."""
+    import numpy as np
+    from tf_agents.policies import py_tf_eager_policy
+
+    from sac_distributed.algorithm import specs as specs_lib
+
+    info = json.loads((compose_run.root_dir / "run_info.json").read_text())
+    env = specs_lib.load_env(info["env_name"], seed=0)
+    spec = env.action_spec()
+    time_step = env.reset()
     policies = compose_run.root_dir / "policies"
     for name in ("policy", "collect_policy", "greedy_policy"):
         assert (policies / name / "saved_model.pb").is_file(), (
             f"{policies / name} has no SavedModel:\n" + compose_run.tails("learner")
         )
+        policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+            str(policies / name), load_specs_from_pbtxt=True
+        )
+        assert policy.get_train_step() == NUM_ITERATIONS, name
+        action = policy.action(time_step).action
+        assert action.shape == spec.shape, (name, action.shape)
+        assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum), (name, action)
+    env.close()
 
 
 def test_every_actor_replica_wrote_to_the_server(compose_run):

@@ -58,9 +58,40 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
     assert np.std(exported_returns) > 1.0, exported_returns
 
 
-def test_a_different_seed_gives_other_start_states_and_other_returns(finished_run):
+def _evaluate_seeing_start_states(monkeypatch, policy_dir: str, seed: int):
+    """sac-evaluate's episodes with `seed`: (the start state of each, the returns)."""
+    starts = []
+    load_env = specs_lib.load_env
+
+    def load_env_recording_resets(*args, **kwargs):
+        env = load_env(*args, **kwargs)
+        reset = env.reset
+
+        def recorded_reset():
+            time_step = reset()
+            starts.append(np.array(time_step.observation))
+            return time_step
+
+        env.reset = recorded_reset
+        return env
+
+    with monkeypatch.context() as patch:
+        patch.setattr(specs_lib, "load_env", load_env_recording_resets)
+        report = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=seed)
+    assert len(starts) == 5, "evaluate did not reset the environment once per episode"
+    return np.stack(starts), np.asarray(report.stats.returns)
+
+
+def test_a_different_seed_gives_other_start_states_and_other_returns(finished_run, monkeypatch):
     _, root_dir = finished_run
     policy_dir = os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy")
-    first = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=SEED)
-    other = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=SEED + 1)
-    assert first.stats.returns != other.stats.returns
+    starts, returns = _evaluate_seeing_start_states(monkeypatch, policy_dir, SEED)
+    again, returns_again = _evaluate_seeing_start_states(monkeypatch, policy_dir, SEED)
+    other, other_returns = _evaluate_seeing_start_states(monkeypatch, policy_dir, SEED + 1)
+    # The seed decides the episodes: the same seed plays them again...
+    np.testing.assert_array_equal(again, starts)
+    np.testing.assert_allclose(returns_again, returns, rtol=1e-5)
+    # ...and another seed starts every episode elsewhere, with another return.
+    for episode, (start, other_start) in enumerate(zip(starts, other)):
+        assert not np.allclose(start, other_start), (episode, start, other_start)
+    assert not np.any(np.isclose(returns, other_returns)), (returns, other_returns)

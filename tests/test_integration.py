@@ -179,8 +179,26 @@ def test_results_file_has_rows(finished_run):
     assert all(np.isfinite(float(r[2])) for r in rows)
 
 
+# An absl log line's time: "I1127 19:02:07.345088 140212041108352 file.py:133] ...".
+_ABSL_TIME = re.compile(r"^[IWEF](\d{4} \d\d:\d\d:\d\d\.\d{6}) ")
+
+
+def _first_logged(log: str, text: str) -> str:
+    """The time ("MMDD hh:mm:ss.ffffff", ordered as text) of the first line with `text`."""
+    for line in log.splitlines():
+        match = _ABSL_TIME.match(line)
+        if match and text in line:
+            return match.group(1)
+    raise AssertionError(f"no logged line contains {text!r}")
+
+
 def test_learner_waited_for_the_late_server(finished_run):
+    """The learner started waiting before the server existed, saw it come up, then trained."""
     root, _, _ = finished_run
-    log = _log(root, "learner")
-    waited = log.index("Waiting for the Reverb server")
-    assert log.index("is up", waited) > waited
+    learner = _log(root, "learner")
+    began_waiting = _first_logged(learner, "Waiting for the Reverb server at localhost:")
+    server_listening = _first_logged(_log(root, "server"), "listening on port")
+    saw_it_up = _first_logged(learner, "is up (learner needs the replay table")
+    stopped = _first_logged(learner, f"Learner stopped at train_step {NUM_ITERATIONS}")
+    assert began_waiting < server_listening, (began_waiting, server_listening)
+    assert began_waiting < saw_it_up < stopped, (began_waiting, saw_it_up, stopped)
