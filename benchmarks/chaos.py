@@ -218,6 +218,8 @@ def main(argv=None) -> int:
                 "checks": [c.__dict__ for c in checks],
                 "notes": notes,
                 "recoveries": figures,
+                # Each actor incarnation's own count at its stop (SIGKILLed ones say nothing).
+                "actor_stops": chaos_checks.actor_stops(chaos_checks.RunRecord(out)),
                 "baseline_return": baseline,
             },
             f,
