@@ -9,7 +9,8 @@ replay shards), then the learner's latest weights, pulled every
 With several replay shards the actor writes to its home shard (task % S).
 While that shard is down it writes to the next live one in ring order and
 probes home every `shard_probe_interval_s` (ClientConfig), going back when it answers; the
-variable container keeps its own client throughout.
+variable container keeps its own client throughout (`shard_failover.py`, which
+the learner uses too).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sac_distributed import replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.config import ActorConfig
+from sac_distributed.jobs.shard_failover import Loss, ShardFailover
 from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection, ShardLostError
 from sac_distributed.replay.nstep import NStepAccumulator
 from sac_distributed.replay.variables import VariableContainer
@@ -82,7 +84,7 @@ class ActorLoop:
         # New items' priority: the learner's published max with prioritized replay.
         self._insert_priority = replay.INITIAL_PRIORITY
         self._shard = self._home
-        self._next_home_probe = 0.0
+        self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self.stats = ActorStats()
         self._open_writer()
         self._open_container()
@@ -179,19 +181,17 @@ class ActorLoop:
     def _on_server_error(self, error: Exception) -> None:
         """After a Reverb error: move to another replay shard, reconnect the
         variable container alone, or (one server, or nothing left) reconnect all."""
-        connection = self._connection
-        if connection.num_shards > 1:
-            if not connection.shard_answers(self._shard):
-                if self._leave_shard(error):
-                    if not connection.variables_answer():
-                        self._reconnect_variables(error)
-                    return
-            elif not connection.variables_answer():
+        loss = self._failover.diagnose(self._shard)
+        if loss is Loss.SHARD and self._leave_shard(error):
+            if not self._connection.variables_answer():
                 self._reconnect_variables(error)
-                return
+            return
+        if loss is Loss.VARIABLES:
+            self._reconnect_variables(error)
+            return
         self._close_writer(timeout_ms=0)  # the server is gone: pending items are lost
         self._container.close()
-        connection.recover(error)
+        self._connection.recover(error)
         self._shard = self._home
         self._open_writer()
         self._open_container()
@@ -206,20 +206,11 @@ class ActorLoop:
     def _leave_shard(self, error: Exception) -> bool:
         """Writes to the next live shard in ring order; False if none answers."""
         self._close_writer(timeout_ms=0)  # the shard is gone: pending items are lost
-        connection = self._connection
-        lost = self._shard
-        connection.lose_shard(lost, error)
-        for step in range(1, connection.num_shards):
-            shard = (lost + step) % connection.num_shards
-            if connection.rejoin_shard(shard):
-                self._move_to(shard)
-                self._next_home_probe = time.monotonic() + self._probe_interval_s
-                return True
-        return False
-
-    @property
-    def _probe_interval_s(self) -> float:
-        return self._config.client.shard_probe_interval_s
+        shard = self._failover.next_live_shard(self._shard, error)
+        if shard is None:
+            return False
+        self._move_to(shard)
+        return True
 
     def _move_to(self, shard: int) -> None:
         logging.info(
@@ -234,16 +225,10 @@ class ActorLoop:
 
     def _maybe_return_home(self) -> None:
         """While away from the home shard: every shard probe interval, back if it answers."""
-        if self._shard == self._home or time.monotonic() < self._next_home_probe:
-            return
-        self._next_home_probe = time.monotonic() + self._probe_interval_s
-        if not self._connection.rejoin_shard(self._home):
+        if not self._failover.home_answers_again(self._home, self._shard):
             return
         self._close_writer(timeout_ms=_RETURN_HOME_FLUSH_MS)
         self._move_to(self._home)
-
-    def _current_shard_lost(self) -> bool:
-        return self._connection.num_shards > 1 and not self._connection.shard_answers(self._shard)
 
     def _drain(self) -> None:
         """Waits until the server confirms every written transition, within limits.
@@ -284,7 +269,7 @@ class ActorLoop:
             if self._stop_reason() or self._writer.throttle():
                 return
             # The variable container may live elsewhere and answer: ask the shard itself.
-            if self._current_shard_lost():
+            if self._failover.shard_lost(self._shard):
                 raise ShardLostError(
                     f"replay shard {self._shard} at "
                     f"{self._connection.replay_addresses[self._shard]} does not answer"

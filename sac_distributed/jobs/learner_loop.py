@@ -12,8 +12,8 @@ With several replay shards the iterator samples from every live shard
 (`replay.make_dataset`). A shard that stops answering is dropped and the
 iterator rebuilt over the others, without touching the variable container;
 missing shards are pinged every `shard_probe_interval_s` (ClientConfig) between calls and taken
-back once they answer. Only a lost variable container, or no shard left,
-leads to the full reconnect.
+back once they answer (`shard_failover.py`, which the actors use too). Only a
+lost variable container, or no shard left, leads to the full reconnect.
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.algorithm.learners import make_learner
 from sac_distributed.algorithm.sac_learner import Diagnostics, Losses
 from sac_distributed.config import LearnerConfig
+from sac_distributed.jobs.shard_failover import ShardFailover
 from sac_distributed.replay import (
     REPLAY_TABLE,
     make_dataset,
     priorities,
-    table_counts,
-    table_info,
     wait_for_table_size,
 )
-from sac_distributed.replay.connection import PING_TIMEOUT_S, TRANSIENT_ERRORS, Connection
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.results import last_evaluated_step
 from sac_distributed.retry import retry
@@ -210,7 +209,7 @@ class LearnerLoop:
         # Prioritized replay: sends |TD error| priorities to the shards, off the hot path.
         self._updater: Optional[priorities.PriorityUpdater] = None
         self._shards_in_use: Tuple[int, ...] = ()
-        self._next_rejoin_check = 0.0
+        self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._watchdog = Watchdog(connection.replay_addresses)
         self._last_losses: Optional[Losses] = None
         self._start = self._window = (time.monotonic(), self.step)
@@ -317,36 +316,8 @@ class LearnerLoop:
             return wait_for_table_size(
                 self._connection.replay, REPLAY_TABLE, self._hp.min_replay_items, self._should_stop
             )
-        return self._wait_for_shards()
-
-    def _wait_for_shards(self) -> bool:
-        """`_wait_for_data` over several shards: their items together count."""
-        needed = self._hp.min_replay_items
-        while not self._should_stop():
-            sizes = []
-            for client in self._connection.live_clients():
-                try:
-                    sizes.append(table_info(client, REPLAY_TABLE).current_size)
-                except TRANSIENT_ERRORS:
-                    continue  # a lost shard: the others may hold enough
-            if not sizes:
-                # Like one lost server: start() reconnects, waiting up to connect_timeout.
-                raise ServerLostError("no replay shard answers while waiting for warm replay")
-            items = sum(sizes)
-            if items >= needed:
-                return True
-            logging.log_every_n_seconds(
-                logging.INFO,
-                "Initial collect: the replay shards %s hold %d of the %d items needed to "
-                "sample (%.0f%%).",
-                10,
-                self._connection.live_shards(),
-                items,
-                needed,
-                100.0 * items / max(needed, 1),
-            )
-            time.sleep(0.2)
-        return False
+        # Over several shards their items together count.
+        return self._failover.wait_for_items(self._hp.min_replay_items, self._should_stop)
 
     def _train_once(self, target: int) -> None:
         """One training call up to the next event (or `target`), then that event's work."""
@@ -397,7 +368,7 @@ class LearnerLoop:
 
     def _recover(self, error: Exception) -> None:
         """After a server loss: drop lost shards if others live, else reconnect all."""
-        lost = self._lost_shards(error)
+        lost = self._failover.lost_shards(self._shards_in_use)
         if lost:
             self._drop_shards(lost, error)
             return
@@ -409,25 +380,12 @@ class LearnerLoop:
         self.publish()
         logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
 
-    def _lost_shards(self, error: Exception) -> List[int]:
-        """The shards in use that no longer answer, when the learner can do without
-        them (other shards and the variable container answer); else []."""
-        connection = self._connection
-        if connection.num_shards == 1:
-            return []
-        lost = [i for i in self._shards_in_use if not connection.shard_answers(i)]
-        if not lost or len(lost) == len(connection.live_shards()):
-            return []
-        return lost if connection.variables_answer() else []
-
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
         """Rebuilds the iterator over the remaining shards; the variable container stays."""
-        for shard in lost:
-            self._connection.lose_shard(shard, error)
+        self._failover.drop(lost, error)
         self.learner.retrace()  # the abandoned call may still hold the old functions
         self._watchdog.forget_traces()
         self._iterator = self._make_iterator_when_ready()
-        self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
         logging.info(
             "Learner carries on at train_step %d, sampling from replay shards %s.",
             self.step,
@@ -435,18 +393,9 @@ class LearnerLoop:
         )
 
     def _maybe_rejoin_shards(self) -> None:
-        """Every shard probe interval: pings the missing shards and takes back those
-        that answer and hold enough items to be sampled.
-
-        The batch shares are fixed when the iterator is built, and a shard below its
-        min size gets none; a shard taken back empty would never be sampled again.
-        """
-        missing = self._connection.missing_shards()
-        if not missing or time.monotonic() < self._next_rejoin_check:
-            return
-        self._next_rejoin_check = time.monotonic() + self._config.client.shard_probe_interval_s
-        ready = [shard for shard in missing if self._sampleable(shard)]
-        if not [shard for shard in ready if self._connection.rejoin_shard(shard)]:
+        """Every shard probe interval: samples again from the missing shards that
+        answer and hold enough items to be sampled (`ShardFailover.rejoin_sampleable`)."""
+        if not self._failover.rejoin_sampleable():
             return
         self._iterator = self._make_iterator_when_ready()
         logging.info(
@@ -454,27 +403,6 @@ class LearnerLoop:
             list(self._shards_in_use),
             self.step,
         )
-
-    def _sampleable(self, shard: int) -> bool:
-        """Whether `shard` answers (within a ping's timeout) and holds the items it
-        needs to be sampled."""
-        address = self._connection.replay_addresses[shard]
-        try:
-            info = table_counts(reverb.Client(address), PING_TIMEOUT_S)[REPLAY_TABLE]
-        except TRANSIENT_ERRORS:
-            return False
-        needed = int(info.rate_limiter_info.min_size_to_sample)
-        if info.current_size >= needed:
-            return True
-        logging.info(
-            "Replay shard %d at %s answers but holds %d of the %d items it needs to be "
-            "sampled; the learner takes it back once it does.",
-            shard,
-            address,
-            info.current_size,
-            needed,
-        )
-        return False
 
     # --- scheduled work --------------------------------------------------------------
 
