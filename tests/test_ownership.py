@@ -79,7 +79,7 @@ def test_second_learner_on_the_same_root_dir_is_refused(owned_run):
         "learner",
         f"--root_dir={run_dir}",
         *owned_run.clients,
-        "--actor_fc_layer_params=32,32",  # its own settings must not reach run_info.json
+        "--batch_size=48",  # its own (not checkpoint-bound) settings must not reach run_info.json
         timeout_s=DEADLINE_S,
     )
     assert result.returncode == 2, result.stderr[-3000:]
