@@ -255,10 +255,7 @@ def _user_module_dir(module: Any, name: str) -> Optional[str]:
 
 
 def _registered_kind(env_id: str, prefer: Optional[str] = None) -> Optional[str]:
-    order = [GYM, GYMNASIUM] if prefer != GYMNASIUM else [GYMNASIUM, GYM]
-    if prefer == GYM:
-        order = [GYM]
-    for kind in order:
+    for kind in [prefer] if prefer else [GYM, GYMNASIUM]:  # gym first, as before Gymnasium
         if env_id in _registry(kind, bullet="Bullet" in env_id):
             return kind
     return None

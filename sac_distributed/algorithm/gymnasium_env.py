@@ -38,10 +38,6 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._seed: Optional[int] = None
         self._info: Any = {}
 
-    @property
-    def gymnasium_env(self) -> Any:
-        return self._env
-
     def observation_spec(self) -> array_spec.BoundedArraySpec:
         return self._observation_spec
 
