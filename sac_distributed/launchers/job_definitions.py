@@ -2,7 +2,7 @@
 
 A run is S Reverb servers (replay shards; one by default), one learner, N
 actors and one evaluator. Their settings are the typed job configs of
-`config.py`, gathered in `RunConfigs`; `job_specs()` turns them into
+`sac_distributed.config`, gathered in `RunConfigs`; `job_specs()` turns them into
 `JobSpec`s (a name, the binary's module, its flags). Every flag is written
 from a config field by `config_flags()`, named as the field (without a `_s`
 unit suffix: `connect_timeout_s` is `--connect_timeout`), so there is no list

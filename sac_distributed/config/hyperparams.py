@@ -1,0 +1,329 @@
+"""`Hyperparams`: the SAC (or CrossQ) hyperparameters every job shares, validated when built.
+
+The environment name and the network sizes in it determine the Reverb table
+signatures, so every job built from the same flags and presets agrees on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+from sac_distributed.config.checks import (
+    _is_number,
+    _require,
+    _require_positive_int,
+    _require_positive_number,
+    validate_rate_limit,
+)
+
+DEFAULT_ENV_NAME = "Pendulum-v1"
+MAX_N_STEP = 100
+
+LEARNING_RATE_SCHEDULES = ("constant", "linear")
+NETWORK_INITS = ("glorot", "torch")
+CRITIC_LOSSES = ("squared", "huber")
+# The learner's update: TF-Agents' SacAgent, or CrossQ (algorithm/crossq.py).
+ALGORITHMS = ("sac", "crossq")
+# The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
+# sac_agent.std_clip_transform and SB3's SAC actor use the same).
+POLICY_LOG_STD_RANGE = (-20.0, 2.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparams:
+    """SAC hyperparameters, named as in the TF-Agents SAC Minitaur tutorial."""
+
+    initial_collect_steps: int = 10_000  # random-policy steps before training
+    replay_buffer_capacity: int = 1_000_000  # transitions kept (FIFO eviction)
+    batch_size: int = 256  # transitions per SGD step
+    critic_learning_rate: float = 3e-4  # Adam, both critics
+    actor_learning_rate: float = 3e-4  # Adam, policy network
+    alpha_learning_rate: float = 3e-4  # Adam, entropy temperature
+    target_update_tau: float = 0.005  # Polyak factor for target critics
+    target_update_period: int = 1  # train steps between target updates
+    gamma: float = 0.99  # discount
+    reward_scale_factor: float = 1.0  # multiplies rewards in the critic target
+    actor_fc_layer_params: Tuple[int, ...] = (256, 256)  # policy MLP
+    critic_joint_fc_layer_params: Tuple[int, ...] = (256, 256)  # critic MLP
+    policy_save_interval: int = 5_000  # train steps between SavedModel exports
+    num_iterations: int = 1_000_000  # train steps in total
+    eval_interval: int = 10_000  # train steps between evaluations
+    num_eval_episodes: int = 10  # episodes per evaluation
+    # The learner pauses at every eval_interval until the evaluator has written
+    # that step's row to root_dir/eval/results.csv, so an evaluation falls on
+    # every multiple, as in a single-process loop (benchmarks). Off: the
+    # evaluator takes the newest weights when it is free and skips the rest.
+    wait_for_eval: bool = False
+    # Replay sampling budget: average samples per inserted transition, held by
+    # Reverb's SampleToInsertRatio (batch_size = one update per env step).
+    # None or 0: MinSize, i.e. actors run free.
+    samples_per_insert: Optional[float] = None
+    # Consecutive transitions per replay item (one flat float32 row each). The
+    # server's per-item overhead (~1.4 KB) is paid once per item, so K=8 cuts
+    # memory per transition ~4x and sampling cost per transition; but the K
+    # rows of a sampled item are consecutive steps, i.e. correlated, unless an
+    # actor steps num_envs > 1 envs (their rows interleave). Must divide
+    # batch_size; capacity and warm-up sizes stay in transitions.
+    transitions_per_item: int = 1
+    # Train on clip((obs - mean) / std) with running statistics kept by the
+    # learner and sent to actors with the weights (see normalization.py).
+    normalize_observations: bool = False
+    # Rewards summed over n steps per replay transition (n-step returns; 1:
+    # one-step SAC). Off-policy without correction, as in Acme's n-step adders.
+    n_step: int = 1
+    # The policy entropy the learned temperature steers to. None: TF-Agents'
+    # default, -dim(A)/2; the SAC paper (and SB3) use -dim(A).
+    target_entropy: Optional[float] = None
+    # Prioritized replay (Schaul et al. 2016; Ape-X): items are sampled with
+    # probability ~ priority ** priority_exponent, new items enter at the
+    # highest priority set so far, the learner sets priorities to |TD error|
+    # and weights the critic loss by (N * P(i)) ** -importance_sampling_exponent,
+    # normalized by the batch's largest weight.
+    prioritized_replay: bool = False
+    priority_exponent: float = 0.6  # alpha: 0 samples uniformly, 1 fully by priority
+    importance_sampling_exponent: float = 0.4  # beta: 0 no correction, 1 full (Ape-X: 0.4)
+    # How the three learning rates change over training: "constant", or "linear",
+    # from the given rate at train step 0 down to 0 at num_iterations (SB3's
+    # `lin_` schedules, used by rl-baselines3-zoo), which damps late updates.
+    learning_rate_schedule: str = "constant"
+    # How the actor's and critics' Dense layers start: "glorot" (TF-Agents':
+    # Glorot-uniform kernels, zero biases) or "torch" (PyTorch's nn.Linear
+    # default, which SB3 trains with: kernels and biases uniform in
+    # +-1/sqrt(fan_in), smaller outputs at the start).
+    network_init: str = "glorot"
+    # Polyak averaging of the policy: with tau > 0 the policy that actors act
+    # with, the evaluator scores and exports hold is an average of the trained
+    # actor's weights, avg = (1 - tau) * avg + tau * actor after every train step
+    # (about the last 1/tau steps). SAC itself trains the actor as before. 0: off.
+    policy_averaging_tau: float = 0.0
+    # Clip the actor's log std to POLICY_LOG_STD_RANGE before exp, as SB3 and
+    # TF-Agents' std_clip_transform do. False: TF-Agents' default, exp unclipped.
+    clip_policy_log_std: bool = False
+    # Adam's epsilon for the three optimizers (Keras' default 1e-7; PyTorch's,
+    # which SB3 trains with, is 1e-8).
+    adam_epsilon: float = 1e-7
+    # The policy's log-probability corrects for tanh with log(1 - tanh(u)^2 + eps).
+    # 0: TF-Agents' exact correction. SB3 adds 1e-6, which caps the entropy cost
+    # of a saturated action (about 13.8 nats per dimension at most).
+    squash_log_prob_epsilon: float = 0.0
+    # Layer normalization in the critics' hidden layers (Dense, LayerNorm, ReLU),
+    # which bounds the features Q is read from (Ball et al. 2023, RLPD). False:
+    # TF-Agents' CriticNetwork, plain Dense and ReLU.
+    critic_layer_norm: bool = False
+    # The per-row loss on each critic's TD error: "squared" (TF-Agents' SAC and
+    # SB3: squared difference) or "huber" (quadratic within 1 of the target,
+    # linear beyond, as DQN uses), which bounds how far one surprising row, a
+    # fall the critic did not foresee, pulls a batch's gradient.
+    critic_loss: str = "squared"
+    # The learner's update: "sac" (TF-Agents' SacAgent, target critics) or
+    # "crossq" (Bhatt et al. 2024: batch-renormalized actor and critics, no
+    # target critics, (s, a) and (s', a') in one critic pass, Adam beta1 0.5,
+    # the actor updated every third step; algorithm/crossq.py). Replay, actors
+    # and the evaluator are the same for both.
+    algorithm: str = "sac"
+
+    @property
+    def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
+        """The bounds of the actor's log std, None where it is left unclipped."""
+        return POLICY_LOG_STD_RANGE if self.clip_policy_log_std else None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actor_fc_layer_params", tuple(self.actor_fc_layer_params))
+        object.__setattr__(
+            self, "critic_joint_fc_layer_params", tuple(self.critic_joint_fc_layer_params)
+        )
+        for name in (
+            "replay_buffer_capacity",
+            "batch_size",
+            "target_update_period",
+            "policy_save_interval",
+            "num_iterations",
+            "eval_interval",
+            "num_eval_episodes",
+            "transitions_per_item",
+            "n_step",
+        ):
+            _require_positive_int(name, getattr(self, name))
+        _require(
+            isinstance(self.initial_collect_steps, int) and self.initial_collect_steps >= 0,
+            f"initial_collect_steps must be an integer >= 0, got {self.initial_collect_steps!r}.",
+        )
+        for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
+            _require_positive_number(name, getattr(self, name))
+        _require(
+            self.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
+            f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
+            f"got {self.learning_rate_schedule!r}.",
+        )
+        _require(
+            self.critic_loss in CRITIC_LOSSES,
+            f"critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {self.critic_loss!r}.",
+        )
+        _check_algorithm(self)
+        _require(
+            self.network_init in NETWORK_INITS,
+            f"network_init must be one of {', '.join(NETWORK_INITS)}, got {self.network_init!r}.",
+        )
+        _require(
+            _is_number(self.policy_averaging_tau) and 0.0 <= self.policy_averaging_tau < 1.0,
+            "policy_averaging_tau must be in [0, 1) (0: off; 0.001 averages about the last "
+            f"1000 train steps), got {self.policy_averaging_tau!r}.",
+        )
+        _require(
+            0.0 < self.target_update_tau <= 1.0,
+            f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
+        )
+        _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
+        _require(
+            _is_number(self.adam_epsilon) and self.adam_epsilon > 0,
+            f"adam_epsilon must be a number > 0 (Keras: 1e-7, PyTorch: 1e-8), "
+            f"got {self.adam_epsilon!r}.",
+        )
+        _require(
+            _is_number(self.squash_log_prob_epsilon) and 0 <= self.squash_log_prob_epsilon < 1,
+            "squash_log_prob_epsilon must be a number in [0, 1) (0: exact, as TF-Agents; "
+            f"SB3: 1e-6), got {self.squash_log_prob_epsilon!r}.",
+        )
+        for name in (
+            "normalize_observations",
+            "prioritized_replay",
+            "wait_for_eval",
+            "clip_policy_log_std",
+            "critic_layer_norm",
+        ):
+            _require(
+                isinstance(getattr(self, name), bool),
+                f"{name} must be true or false, got {getattr(self, name)!r}.",
+            )
+        _require(
+            _is_number(self.priority_exponent) and self.priority_exponent >= 0,
+            f"priority_exponent must be a number >= 0 (0: uniform sampling; typical 0.6), "
+            f"got {self.priority_exponent!r}.",
+        )
+        _require(
+            _is_number(self.importance_sampling_exponent)
+            and 0 <= self.importance_sampling_exponent <= 1,
+            "importance_sampling_exponent must be in [0, 1] (0: no correction, 1: full; "
+            f"typical 0.4), got {self.importance_sampling_exponent!r}.",
+        )
+        _require(
+            self.n_step <= MAX_N_STEP,
+            f"n_step ({self.n_step}) is above {MAX_N_STEP}: returns over that many steps "
+            "are mostly the behaviour policy's, not the learned one's (typical: 1 to 5).",
+        )
+        _require(
+            self.target_entropy is None
+            or (
+                isinstance(self.target_entropy, (int, float)) and math.isfinite(self.target_entropy)
+            ),
+            f"target_entropy must be a finite number or unset, got {self.target_entropy!r}.",
+        )
+        if self.samples_per_insert == 0:
+            object.__setattr__(self, "samples_per_insert", None)
+        if self.samples_per_insert is not None:
+            validate_rate_limit(self.samples_per_insert, None)
+        _require(
+            math.isfinite(self.reward_scale_factor),
+            f"reward_scale_factor must be finite, got {self.reward_scale_factor!r}.",
+        )
+        for name in ("actor_fc_layer_params", "critic_joint_fc_layer_params"):
+            layers = getattr(self, name)
+            _require(
+                len(layers) > 0 and all(isinstance(u, int) and u > 0 for u in layers),
+                f"{name} must be a non-empty list of positive layer sizes, got {layers!r}.",
+            )
+        _require(
+            self.batch_size <= self.replay_buffer_capacity,
+            f"batch_size ({self.batch_size}) exceeds replay_buffer_capacity "
+            f"({self.replay_buffer_capacity}); raise the capacity or lower the batch.",
+        )
+        _require(
+            self.initial_collect_steps <= self.replay_buffer_capacity,
+            f"initial_collect_steps ({self.initial_collect_steps}) exceeds "
+            f"replay_buffer_capacity ({self.replay_buffer_capacity}): the learner would "
+            "wait forever for a table that can never fill. Lower one or raise the other.",
+        )
+
+        k = self.transitions_per_item
+        _require(
+            self.batch_size % k == 0,
+            f"batch_size ({self.batch_size}) must be a multiple of transitions_per_item "
+            f"({k}): the learner samples batch_size / transitions_per_item items per step.",
+        )
+        _require(
+            self.min_replay_items <= self.replay_capacity_items,
+            f"replay_buffer_capacity ({self.replay_buffer_capacity}) holds "
+            f"{self.replay_capacity_items} items of {k} transitions, fewer than the "
+            f"{self.min_replay_items} items the learner waits for (initial_collect_steps / "
+            "transitions_per_item); raise the capacity or lower transitions_per_item.",
+        )
+
+    @property
+    def min_replay_size(self) -> int:
+        """Transitions the replay table must hold before the learner may sample."""
+        return max(self.initial_collect_steps, self.batch_size, 1)
+
+    @property
+    def min_replay_items(self) -> int:
+        """`min_replay_size` in replay items (rounded up)."""
+        return -(-self.min_replay_size // self.transitions_per_item)
+
+    @property
+    def replay_capacity_items(self) -> int:
+        """The replay table's max_size: whole items of transitions_per_item transitions."""
+        return self.replay_buffer_capacity // self.transitions_per_item
+
+
+def default_error_buffer(samples_per_insert: float, hparams: Hyperparams) -> float:
+    """An error buffer that Reverb accepts and that rarely blocks a learner step.
+
+    It allows the learner to run ahead by a few batches and the actors to run
+    ahead by a tenth of the warm-up size, and never falls below Reverb's floor.
+    """
+    floor = max(1.0, samples_per_insert)
+    return max(floor, 4.0 * hparams.batch_size, 0.1 * hparams.min_replay_size * samples_per_insert)
+
+
+def _check_algorithm(hparams: Hyperparams) -> None:
+    """Refuses an unknown algorithm, and the options the CrossQ learner cannot follow."""
+    _require(
+        hparams.algorithm in ALGORITHMS,
+        f"algorithm must be one of {', '.join(ALGORITHMS)}, got {hparams.algorithm!r}.",
+    )
+    if hparams.algorithm != "crossq":
+        return
+    refused = {
+        "prioritized_replay": (
+            hparams.prioritized_replay,
+            "its update computes no per-item TD errors for the priorities",
+        ),
+        "policy_averaging_tau": (
+            hparams.policy_averaging_tau != 0,
+            "an average of batch-renormalized weights has no running statistics to match",
+        ),
+        "critic_layer_norm": (
+            hparams.critic_layer_norm,
+            "its critics are batch-renormalized; a layer norm on top is not CrossQ",
+        ),
+        "normalize_observations": (
+            hparams.normalize_observations,
+            "its networks batch-renormalize their inputs themselves",
+        ),
+        "learning_rate_schedule": (
+            hparams.learning_rate_schedule != "constant",
+            "its actor steps every third train step, so a schedule over num_iterations "
+            "would decay the actor's rate a third as far",
+        ),
+    }
+    for name, (asked, why) in refused.items():
+        _require(
+            not asked,
+            f"--algorithm=crossq does not support {name}={getattr(hparams, name)!r}: {why}. "
+            f"Leave {name} at its default, or use --algorithm=sac.",
+        )
+    _require(
+        hparams.batch_size >= 2,
+        f"--algorithm=crossq needs batch_size >= 2 (batch statistics), got {hparams.batch_size}.",
+    )

@@ -1,0 +1,177 @@
+"""Per-environment presets and the defaults for an env without one (`hyperparams_for`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Mapping, Optional
+
+from sac_distributed.config.checks import _is_number, _require
+from sac_distributed.config.hyperparams import Hyperparams
+from sac_distributed.errors import ConfigError
+
+# CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
+# optimizers where the flags name none (the presets' rates are tuned for SAC).
+CROSSQ_LEARNING_RATE = 1e-3
+
+# Small tables (and Pendulum's samples_per_insert) keep K=1: memory is no issue
+# there, and independent samples matter more than sampling cost.
+_TUTORIAL = Hyperparams(
+    initial_collect_steps=10_000,
+    replay_buffer_capacity=10_000,
+    num_iterations=100_000,
+    eval_interval=10_000,
+    num_eval_episodes=20,
+    policy_save_interval=5_000,
+)
+# K=8: a million transitions fit in ~0.4 GB of server memory instead of ~4 GB.
+_LOCOMOTION = Hyperparams(
+    replay_buffer_capacity=1_000_000, num_iterations=1_000_000, transitions_per_item=8
+)
+_SMALL_CONTROL = Hyperparams(
+    initial_collect_steps=1_000,
+    replay_buffer_capacity=100_000,
+    batch_size=128,
+    actor_fc_layer_params=(64, 64),
+    critic_joint_fc_layer_params=(64, 64),
+    critic_learning_rate=1e-3,
+    actor_learning_rate=1e-3,
+    alpha_learning_rate=1e-3,
+    num_iterations=8_000,
+    eval_interval=1_000,
+    num_eval_episodes=10,  # a 5-episode mean of Pendulum varies by +-36 (eval_noise.py)
+    policy_save_interval=5_000,
+    samples_per_insert=128.0,  # one update of batch 128 per env step
+)
+
+# rl-baselines3-zoo's learning rate, discount and target-update rate for its PyBullet
+# walkers (hyperparams/sac.yml).
+_ZOO_UPDATES = dict(
+    critic_learning_rate=7.3e-4,
+    actor_learning_rate=7.3e-4,
+    alpha_learning_rate=7.3e-4,
+    gamma=0.98,
+    target_update_tau=0.02,
+)
+
+PRESETS: Mapping[str, Hyperparams] = {
+    "MinitaurBulletEnv-v0": _TUTORIAL,
+    "HalfCheetahBulletEnv-v0": _LOCOMOTION,
+    # rl-baselines3-zoo's learning rate, gamma, tau and net sizes (not gSDE or the
+    # time feature): median greedy return at 100k env steps 674 over 6 seeds (609 over
+    # the first 3), against 271 with _LOCOMOTION over 3 (README Results;
+    # benchmarks/results/learning/).
+    "AntBulletEnv-v0": dataclasses.replace(
+        _LOCOMOTION,
+        **_ZOO_UPDATES,
+        actor_fc_layer_params=(400, 300),
+        critic_joint_fc_layer_params=(400, 300),
+    ),
+    # rl-baselines3-zoo trains all four PyBullet walkers with one setting.
+    "HopperBulletEnv-v0": _LOCOMOTION,
+    # The zoo's learning rate, gamma and tau and SB3's target entropy -dim(A), on
+    # 256x256 nets: greedy return at 300k env steps 2107, 1642 and 2032 on seeds
+    # 0-2, against 1307, 729 and 997 with _LOCOMOTION (the zoo: 1682); 706 [392,
+    # 1525] at 100k against _LOCOMOTION's 817 [783, 842] (the zoo: 313). The target
+    # entropy alone did not help (978 on seed 0). README Results;
+    # benchmarks/results/learning_walker_300k/.
+    "Walker2DBulletEnv-v0": dataclasses.replace(
+        _LOCOMOTION,
+        **_ZOO_UPDATES,
+        target_entropy=-6.0,
+    ),
+    # n-step returns, a longer horizon, the Huber critic loss and policy averaging
+    # over about 200 train steps: over 30 seeds x 30k env steps 29 reached 1000
+    # and 27 held it (>= 80 % of later evals >= 900). n-step 3 and gamma 0.995
+    # alone held 7 of 10; over 10 seeds each, the Huber loss alone (7), the averaging
+    # alone (8; 14 of 20), and prioritized replay, target entropy -1, tau 0.01 with
+    # actor lr 3e-4, linear learning-rate decay, observation normalization and
+    # PyTorch's network start, alone or paired (6 to 8), held less; layer-normalized
+    # critics held 3; over 5 seeds, 0.5 or 2 SGD steps per env step, target entropy
+    # -3 or 0, tau 0.02 and 256x256 nets held 0 to 3 (README Results;
+    # benchmarks/results/learning/).
+    "InvertedPendulumBulletEnv-v0": dataclasses.replace(
+        _SMALL_CONTROL,
+        num_iterations=30_000,
+        n_step=3,
+        gamma=0.995,
+        critic_loss="huber",
+        policy_averaging_tau=0.005,
+    ),
+    "Pendulum-v1": _SMALL_CONTROL,
+    # Gymnasium's MuJoCo v5 walkers: SB3's SAC defaults, which rl-baselines3-zoo keeps for
+    # its MuJoCo envs (learning rate 3e-4, batch 256, gamma 0.99, tau 0.005, 256x256 nets,
+    # 10k random steps) and SAC's target entropy -dim(A) (TF-Agents' default is -dim(A)/2),
+    # as CleanRL's and the SimbaV2 authors' SAC baselines use them.
+    **{
+        name: dataclasses.replace(_LOCOMOTION, target_entropy=-float(action_dims))
+        for name, action_dims in (
+            ("HalfCheetah-v5", 6),
+            ("Hopper-v5", 3),
+            ("Walker2d-v5", 6),
+            ("Ant-v5", 8),
+        )
+    },
+}
+GENERIC_PRESET = Hyperparams()
+# An env without a preset also gets, where no flag sets them, values scaled to the
+# run's length (generic_defaults): a tenth of num_iterations as warm-up and between
+# evaluations (at most this), and one update per env step.
+GENERIC_MAX_INTERVAL = 10_000
+
+
+def generic_defaults(base: Hyperparams, given: Mapping[str, Any]) -> Dict[str, Any]:
+    """For an env without a preset: the values that `given` (the flags) leaves unset,
+    scaled to the run's length.
+
+    The presets' runs make about one SGD step per env step; so does
+    samples_per_insert = batch_size. A tenth of the run as random warm-up and
+    ten evaluations per run suit a 3,000-step first try and a 1M-step run alike.
+    """
+    run = {k: given.get(k, getattr(base, k)) for k in _GENERIC_INPUTS}
+    if not all(_is_number(v) and v > 0 for v in run.values()):
+        return {}  # Hyperparams' own checks name the bad value
+    tenth = max(1, int(run["num_iterations"]) // 10)
+    derived = dict(
+        samples_per_insert=float(run["batch_size"]),
+        initial_collect_steps=min(
+            GENERIC_MAX_INTERVAL,
+            int(run["replay_buffer_capacity"]),
+            max(int(run["batch_size"]), tenth),
+        ),
+        eval_interval=min(GENERIC_MAX_INTERVAL, tenth),
+    )
+    return {k: v for k, v in derived.items() if k not in given}
+
+
+_GENERIC_INPUTS = ("num_iterations", "batch_size", "replay_buffer_capacity")
+
+
+def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
+    """One line for a launcher's banner: what an env without a preset runs with."""
+    spi = hparams.samples_per_insert
+    rate = "no rate limit (samples_per_insert=0)"
+    if spi:
+        rate = f"samples_per_insert={spi:g} ({spi / hparams.batch_size:g} SGD steps per env step)"
+    return (
+        f"no preset for {env_name}: generic defaults for {hparams.num_iterations} train "
+        f"steps: {hparams.initial_collect_steps} random warm-up env steps, an evaluation every "
+        f"{hparams.eval_interval} train steps, " + rate + "; each has a flag of the same name"
+    )
+
+
+def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None) -> Hyperparams:
+    """Returns the preset for `env_name` with every non-None override applied
+    (an env without a preset: GENERIC_PRESET, then `generic_defaults`)."""
+    base = PRESETS.get(env_name, GENERIC_PRESET)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.get("algorithm") == "crossq":  # its own rates unless the flags name others
+        rates = ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate")
+        base = dataclasses.replace(base, **{name: CROSSQ_LEARNING_RATE for name in rates})
+    unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
+    _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
+    try:
+        if env_name not in PRESETS:
+            given = {**generic_defaults(base, given), **given}
+        return dataclasses.replace(base, **given)
+    except TypeError as e:  # e.g. a string where a number belongs
+        raise ConfigError(f"Invalid hyperparameter value: {e}") from e
