@@ -1,12 +1,13 @@
 # Two entry points for a fresh machine with Python 3.11:
 #   make run    installs what a run needs into .venv (if needed) and trains the embedded default
 #   make test   installs the test extra too (if needed), lints, and runs the test suite
+#   make docs   installs the docs extra (if needed) and serves the docs site on 127.0.0.1:8000
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint install install-test clean bench-sb3
+.PHONY: run test lint install install-test clean bench-sb3 docs docs-build
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,10 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $@
 
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	@touch $@
+
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -35,6 +40,14 @@ lint: $(VENV)/.installed-test
 test: lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=10
 
+# The docs site (mkdocs.yml, docs/): served with live reload, or built once into site/
+# with warnings as errors (tests/test_docs.py builds it in `make test`). Offline.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
+
+docs-build: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Benchmark only: SB3 for benchmarks/learning.py --systems=sb3, in its own virtualenv.
 SB3_VENV := benchmarks/.venv-sb3
 bench-sb3: $(SB3_VENV)/.installed
@@ -46,4 +59,4 @@ $(SB3_VENV)/.installed: benchmarks/requirements-sb3.txt
 	@touch $@
 
 clean:
-	rm -rf $(VENV) sac_runs
+	rm -rf $(VENV) sac_runs site

@@ -32,6 +32,16 @@ _MUJOCO = ["gymnasium[mujoco]==1.3.0", "mujoco==4.0.0"]
 # (4.25), numpy (1.26) or grpcio; it adds click, filelock and msgpack.
 _RAY = "ray==2.60.0"
 
+# The docs site (mkdocs.yml, `make docs`): these install beside tf-agents' typing-extensions
+# 4.5.0 pin and TensorBoard's Markdown (pip check passes); tests/test_docs.py builds it.
+_DOCS = [
+    "mkdocs==1.6.1",
+    "mkdocs-material==9.8.1",
+    "mkdocstrings==1.0.8",
+    "mkdocstrings-python==2.0.11",
+    "pymdown-extensions==13.1",
+]
+
 setup(
     name="sac_distributed",
     version="0.1.0",
@@ -62,7 +72,9 @@ setup(
         # Gymnasium ids and envs written against Gymnasium's API; mujoco adds its MuJoCo envs.
         "gymnasium": [_GYMNASIUM],
         "mujoco": _MUJOCO,
+        "docs": _DOCS,
         "test": [
+            *_DOCS,  # tests/test_docs.py: mkdocs build --strict
             _RAY,  # tests/test_ray_launch.py starts a two-node Ray cluster
             *_MUJOCO,  # tests/test_envs.py: Gymnasium ids, MuJoCo v5, the example env
             "pytest",

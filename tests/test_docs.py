@@ -1,0 +1,165 @@
+"""The docs site (mkdocs.yml, docs/): it builds offline with warnings as errors, and
+its generated references hold every flag and every public name.
+
+The checks here do not reuse the generator in docs/hooks.py: a console script's
+flags come from its own `--helpshort` output, the console scripts from setup.py's
+text, and the public names from each module's source, so a generator that skips
+something fails them.
+"""
+
+import ast
+import html
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from proc_utils import DEADLINE_S
+
+pytestmark = pytest.mark.slow
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.join(REPO, "sac_distributed")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """`mkdocs build --strict` into a temporary folder, as `make docs-build` does."""
+    site_dir = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        stdin=subprocess.DEVNULL,
+    )
+    out = built.stdout + built.stderr
+    assert built.returncode == 0, out[-5000:]
+    assert "WARNING" not in out, out[-5000:]
+    return site_dir
+
+
+def _text(path) -> str:
+    """A built page's text: tags dropped, entities decoded."""
+    with open(path, encoding="utf-8") as f:
+        return html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
+
+
+def test_the_site_has_every_page_of_the_nav(site):
+    for page in (
+        "getting-started",
+        "concepts",
+        "own-env",
+        "results",
+        "tuning",
+        "cluster",
+        "operations",
+        "performance",
+        "troubleshooting",
+        "reference/cli",
+        "reference/api",
+        "benchmarks/LEARNING",
+    ):
+        assert (site / page / "index.html").is_file(), page
+
+
+def _console_scripts():
+    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
+        found = re.findall(r'"([\w-]+)=(sac_distributed\.bin\.\w+):run"', f.read())
+    assert len(found) >= 9, found
+    return found
+
+
+def _help_flags(module: str):
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--helpshort"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return re.findall(r"^\s+--(?:\[no\])?([\w.-]+):", done.stdout, re.MULTILINE)
+
+
+def test_every_flag_of_every_console_script_is_in_the_cli_reference(site):
+    with open(site / "reference" / "cli" / "index.html", encoding="utf-8") as f:
+        page = f.read()
+    scripts = _console_scripts()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        flags_of = dict(zip(scripts, pool.map(lambda s: _help_flags(s[1]), scripts)))
+    for (script, module), flags in flags_of.items():
+        assert len(flags) >= 3, (script, flags)
+        start = page.find(f'<h2 id="{script}"')
+        assert start >= 0, f"no section for {script}"
+        end = page.find("<h2 ", start + 1)
+        section = html.unescape(re.sub(r"<[^>]+>", " ", page[start : end if end > 0 else None]))
+        assert module in section
+        missing = [f for f in flags if not re.search(rf"--(\[no\])?{re.escape(f)}\b", section)]
+        assert not missing, f"{script}: flags missing from the CLI reference: {missing}"
+
+
+def _public_modules():
+    """Every module of the package but sac_distributed.bin (the CLI page's) and those
+    under a name starting with "_", read from the folders."""
+    modules = {}
+    for folder, dirs, names in os.walk(PACKAGE_DIR):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        package = os.path.relpath(folder, REPO).replace(os.sep, ".")
+        if package == "sac_distributed.bin" or "__init__.py" not in names:
+            dirs[:] = []
+            continue
+        for name in names:
+            if name == "__init__.py":
+                modules[package] = os.path.join(folder, name)
+            elif name.endswith(".py") and not name.startswith("_"):
+                modules[f"{package}.{name[:-3]}"] = os.path.join(folder, name)
+    return modules
+
+
+def _public_classes_and_functions(path):
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    exported = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            exported = set(ast.literal_eval(node.value))
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and not node.name.startswith("_")
+        and (exported is None or node.name in exported)
+    ]
+
+
+def test_every_public_class_and_function_is_in_the_api_reference(site):
+    modules = _public_modules()
+    assert {"sac_distributed.replay.tables", "sac_distributed.algorithm.envs"} <= set(modules)
+    api = site / "reference" / "api"
+    index = _text(api / "index.html")
+    missing = []
+    for module, path in sorted(modules.items()):
+        assert module in index, f"{module} is not listed on the API index"
+        page = api / module / "index.html"
+        assert page.is_file(), f"no API page for {module}"
+        with open(page, encoding="utf-8") as f:
+            built = f.read()
+        missing += [
+            f"{module}.{name}"
+            for name in _public_classes_and_functions(path)
+            if f'id="{module}.{name}"' not in built
+        ]
+    assert not missing, f"public names missing from the API reference: {missing}"
+
+
+def test_a_documented_function_shows_its_docstring(site):
+    """Not only a heading: the docstring's text is on the page."""
+    text = _text(site / "reference" / "api" / "sac_distributed.errors" / "index.html")
+    assert "Another learner owns this run (its root_dir lock or the server's lease)." in text
