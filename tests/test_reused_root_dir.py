@@ -18,6 +18,7 @@ import pytest
 from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
 
 from sac_distributed import paths
+from sac_distributed.results import read_results
 
 pytestmark = pytest.mark.slow
 
@@ -163,3 +164,29 @@ def test_sac_status_shows_a_finished_runs_files(finished_root):
     )
     assert lines[4].startswith("  exported policies: policy, collect_policy, greedy_policy;")
     assert lines[5].startswith("  actors seen: 1; training episodes: ")
+
+
+def test_a_finished_run_extended_to_more_iterations_trains_to_the_new_total(copied_root):
+    """The restored variable container still says learner_done (the first run's end);
+    actors and the evaluator must not take that for this run's end, or they stop at
+    once and the learner waits for data that never comes."""
+    more = 2 * TINY_RUN_ITERATIONS
+    flags = [f for f in TINY_RUN_FLAGS if not f.startswith("--num_iterations=")]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sac_distributed.bin.launch",
+            f"--root_dir={copied_root}",
+            f"--num_iterations={more}",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S / 2,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert f"resumed from train_step {TINY_RUN_ITERATIONS} " in result.stdout
+    steps = [point.train_step for point in read_results(paths.results_path(copied_root))]
+    assert steps[-1] == more, steps

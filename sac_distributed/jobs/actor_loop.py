@@ -435,7 +435,7 @@ class ActorLoop:
         self._connection.made_progress()
         if snapshot is None:
             return
-        self._learner_done = snapshot.learner_done
+        self._learner_done = snapshot.finished(self._config.hparams.num_iterations)
         if snapshot.max_priority is not None:  # prioritized replay: new items enter at the max
             self._insert_priority = self._writer.priority = snapshot.max_priority
         if snapshot.train_step == self._policy_train_step:
