@@ -21,7 +21,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from sac_distributed import paths
-from sac_distributed.config import Hyperparams
+from sac_distributed.config import Hyperparams, parse_env_kwargs
 from sac_distributed.errors import ConfigError
 
 # Settings a run's data is bound to: its weights' shapes, the replay's rows and
@@ -64,11 +64,19 @@ def holds_run_data(root_dir: str) -> bool:
     return any(os.listdir(d) for d in replay_dirs if os.path.isdir(d))
 
 
-def differences(info: Dict[str, Any], env_name: str, hparams: Hyperparams) -> List[str]:
+def differences(
+    info: Dict[str, Any], env_name: str, hparams: Hyperparams, env_kwargs: str = ""
+) -> List[str]:
     """'name=recorded, you asked asked' for each run-bound setting that differs."""
     found = []
     if info.get("env_name", env_name) != env_name:
         found.append(f"env_name={info['env_name']}, you asked {env_name}")
+    # Keyword arguments make another task (or other observation shapes): compared
+    # as JSON values, so spacing and key order do not count. Runs from before
+    # --env_kwargs existed recorded none.
+    had = info.get("env_kwargs", "")
+    if parse_env_kwargs(had) != parse_env_kwargs(env_kwargs):
+        found.append(f"env_kwargs={had or '{}'}, you asked {env_kwargs or '{}'}")
     asked = dataclasses.asdict(hparams)
     recorded = info.get("hparams", {})
     for name in CHECKPOINT_BOUND_HPARAMS:
@@ -78,8 +86,11 @@ def differences(info: Dict[str, Any], env_name: str, hparams: Hyperparams) -> Li
     return found
 
 
-def check_same_run(root_dir: str, env_name: str, hparams: Hyperparams) -> None:
-    """Refuses a job whose env or run-bound settings differ from the run in root_dir.
+def check_same_run(
+    root_dir: str, env_name: str, hparams: Hyperparams, env_kwargs: str = ""
+) -> None:
+    """Refuses a job whose env (id or `--env_kwargs`) or run-bound settings differ
+    from the run in root_dir.
 
     Reads only run_info.json and the names of the run's files, so nothing of
     the other run is read or written when it refuses.
@@ -87,7 +98,7 @@ def check_same_run(root_dir: str, env_name: str, hparams: Hyperparams) -> None:
     info = read_run_info(root_dir)
     if info is None or not holds_run_data(root_dir):
         return
-    found = differences(info, env_name, hparams)
+    found = differences(info, env_name, hparams, env_kwargs)
     if found:
         raise ConfigError(
             f"{root_dir} holds another run: it has " + "; it has ".join(found) + ". "

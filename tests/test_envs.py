@@ -10,6 +10,7 @@ import pytest
 from proc_utils import DEADLINE_S
 
 from sac_distributed import config as config_lib
+from sac_distributed import run_info
 from sac_distributed.algorithm import envs
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.errors import ConfigError, EnvError
@@ -228,3 +229,19 @@ def test_sac_launch_refuses_a_bad_env_once_before_any_directory(tmp_path, flags,
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
     assert not root.exists()
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_env_kwargs_bind_a_run_as_json_values():
+    """Other keyword arguments are another run; spacing and key order are not."""
+    hparams = config_lib.Hyperparams()
+    info = {"env_name": "Pendulum-v1", "env_kwargs": '{"g": 9.0, "x": [1, 2]}'}
+    same = '{ "x": [1,2], "g": 9.0 }'
+    assert run_info.differences(info, "Pendulum-v1", hparams, same) == []
+    assert run_info.differences(info, "Pendulum-v1", hparams, '{"g": 8.0, "x": [1, 2]}') == [
+        'env_kwargs={"g": 9.0, "x": [1, 2]}, you asked {"g": 8.0, "x": [1, 2]}'
+    ]
+    assert run_info.differences(info, "Pendulum-v1", hparams, "") == [
+        'env_kwargs={"g": 9.0, "x": [1, 2]}, you asked {}'
+    ]
+    # A run recorded before --env_kwargs existed has none.
+    assert run_info.differences({"env_name": "Pendulum-v1"}, "Pendulum-v1", hparams, "") == []

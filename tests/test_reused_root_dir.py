@@ -94,8 +94,9 @@ def test_a_fresh_run_does_not_say_resumed(finished_root):
     [
         (f"--env_name={OTHER_ENV}", f"env_name=Pendulum-v1, you asked {OTHER_ENV}"),
         ("--actor_fc_layer_params=32,32", "actor_fc_layer_params=16,16, you asked 32,32"),
+        ('--env_kwargs={"g": 9.0}', 'env_kwargs={}, you asked {"g": 9.0}'),
     ],
-    ids=["other_env", "other_sizes"],
+    ids=["other_env", "other_sizes", "other_env_kwargs"],
 )
 def test_the_launcher_refuses_another_run_before_starting_anything(copied_root, flag, difference):
     before = _snapshot(copied_root)
@@ -118,8 +119,9 @@ def test_the_launcher_refuses_another_run_before_starting_anything(copied_root, 
         ("actor", [f"--env_name={OTHER_ENV}", *NOWHERE]),
         ("learner", [f"--env_name={OTHER_ENV}", *NOWHERE]),
         ("evaluator", [f"--env_name={OTHER_ENV}", *NOWHERE]),
+        ("actor", ['--env_kwargs={"g": 9.0}', *NOWHERE]),
     ],
-    ids=["server_other_env", "server_other_sizes", "actor", "learner", "evaluator"],
+    ids=["server_other_env", "server_other_sizes", "actor", "learner", "evaluator", "kwargs"],
 )
 def test_every_job_refuses_another_run_before_touching_its_files(copied_root, job, flags):
     before = _snapshot(copied_root)

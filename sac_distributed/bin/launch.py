@@ -106,7 +106,7 @@ def _check_port_free(port: int) -> None:
 def main() -> int:
     config = _config_from_flags()
     # A root_dir of another run is refused before any job starts (each job checks too).
-    check_same_run(config.root_dir, config.env_name, config.hparams)
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     if config.env_name not in config_lib.PRESETS:
         print(
             f"sac-launch: {config_lib.describe_generic_defaults(config.env_name, config.hparams)}"

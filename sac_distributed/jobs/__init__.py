@@ -30,7 +30,7 @@ StopFn = Callable[[], bool]
 
 def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float], bool]) -> None:
     """Serves until `should_stop`; checkpoints the replay on the way out."""
-    check_same_run(config.root_dir, config.env_name, config.hparams)
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     with ShardLock(config):
         server = make_server(config)
         logging.info(
@@ -71,7 +71,7 @@ def _check_server_tables(connection: Connection, specs, hparams, who: str) -> No
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     """Collects into the replay table until the learner is done or a stop."""
-    check_same_run(config.root_dir, config.env_name, config.hparams)
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     seed = config.task_seed
     envs = [
         specs_lib.load_job_env(config, None if seed is None else seed + i)
@@ -99,7 +99,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     """
     specs = specs_lib.job_env_specs(config)
     me = ownership.Claim.mine()
-    check_same_run(config.root_dir, config.env_name, config.hparams)
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     lock = ownership.RootDirLock(config.root_dir, me)
     lock.acquire()
     try:
@@ -151,7 +151,7 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
 
 def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResult]:
     """Evaluates the greedy policy every eval_interval until the learner is done."""
-    check_same_run(config.root_dir, config.env_name, config.hparams)
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     env = specs_lib.load_job_env(config, config.seed)
     specs = specs_lib.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
