@@ -30,11 +30,10 @@ import signal
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from bench import chaos, chaos_checks, chaos_recovery  # noqa: E402
-
+from benchmarks.bench import chaos, chaos_checks, chaos_recovery  # noqa: E402
 from sac_distributed import config as config_lib  # noqa: E402
 
 SUMMARY_FILE = "summary.json"
@@ -169,7 +168,7 @@ def plan_kills(args, settings: chaos.ChaosSettings):
 
 
 def run(settings: chaos.ChaosSettings) -> None:
-    from bench.chaos_run import ChaosRun
+    from benchmarks.bench.chaos_run import ChaosRun
 
     started = time.monotonic()
     ChaosRun(settings).run()

@@ -41,11 +41,15 @@ import sys
 from typing import Callable, Dict, Sequence, TextIO, Tuple
 
 from absl import logging
-from bench.actor_scaling import format_actor_scaling_table, run_actor_scaling
-from bench.settings import Settings, parse_settings
-from bench.shards import format_replay_shards_table, run_replay_shards
-from bench.throughput import format_throughput_table, run_throughput
-from bench.time_to_return import format_time_to_return_table, run_time_to_return
+
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks.bench.actor_scaling import format_actor_scaling_table, run_actor_scaling  # noqa: E402
+from benchmarks.bench.settings import Settings, parse_settings  # noqa: E402
+from benchmarks.bench.shards import format_replay_shards_table, run_replay_shards  # noqa: E402
+from benchmarks.bench.throughput import format_throughput_table, run_throughput  # noqa: E402
+from benchmarks.bench.time_to_return import format_time_to_return_table, run_time_to_return  # noqa: E402
 
 Report = Dict[str, object]
 # --mode -> (run it, format its table)

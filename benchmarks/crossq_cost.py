@@ -21,20 +21,24 @@ import csv
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import bench  # noqa: F401  (imports sac_distributed first: it selects Keras 2)
-import numpy as np
-import tensorflow as tf
-from absl import logging
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import learners
-from sac_distributed.algorithm import specs as specs_lib
-from sac_distributed.config import hyperparams_for
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import logging  # noqa: E402
+
+import benchmarks.bench  # noqa: E402, F401  (imports sac_distributed first: it selects Keras 2)
+from sac_distributed import replay  # noqa: E402
+from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
+from sac_distributed.algorithm import learners  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
+from sac_distributed.config import hyperparams_for  # noqa: E402
 
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 Pair = Tuple[str, int]  # (algorithm, critic width)

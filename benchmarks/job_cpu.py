@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,7 +27,11 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import psutil
-from bench.sac_launch import sac_launch_executable
+
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks.bench.sac_launch import sac_launch_executable  # noqa: E402
 
 _JOB = re.compile(r"sac_distributed\.bin\.(\w+)")
 _TASK = re.compile(r"--task(?:_id)?=(\d+)")

@@ -47,10 +47,12 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
 
-import learning_report  # noqa: E402
-from bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks import learning_report  # noqa: E402
+from benchmarks.bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
 
 SYSTEMS = ("ours", "stock", "sb3", "sb3loop")
 # The systems --variants applies to: ours (any sac-launch flag) and the hybrid
@@ -183,7 +185,7 @@ def _flag_name(flag: str) -> str:
 
 
 def _hybrid_own_flags() -> tuple:
-    import peer_sb3loop  # TensorFlow: imported only when a hybrid run is planned
+    from benchmarks import peer_sb3loop  # TensorFlow: imported only when a hybrid run is planned
 
     return peer_sb3loop.OWN_FLAGS
 
@@ -541,7 +543,7 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
     hp = resolved_hparams(env_name, args.common_flags)
     unsupported = [(name, peers) for name in PEER_UNSUPPORTED]
     if "sb3" in peers:  # the stock loop and the hybrid build our agent and follow these
-        from peer_sb3 import SB3_UNSUPPORTED
+        from benchmarks.peer_sb3 import SB3_UNSUPPORTED
 
         unsupported += [(name, ["sb3"]) for name in SB3_UNSUPPORTED]
     for name, refusing in unsupported:

@@ -28,7 +28,10 @@ import statistics
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from learning_report import mean_return, read_points
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks.learning_report import mean_return, read_points  # noqa: E402
 
 
 def seed_means(

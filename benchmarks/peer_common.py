@@ -5,23 +5,19 @@ results.csv (train_step, env_steps, average_return, average_episode_length,
 wall_time) through `sac_distributed.results`, so `learning.py` reads every run
 alike. This module imports neither TensorFlow nor torch: the SB3 peer runs in
 its own virtualenv (torch needs a newer typing_extensions than tf-agents pins),
-which has no sac_distributed installed, so the repository root is put on the
-path for `sac_distributed.results` (standard library only).
+which has no sac_distributed installed: the peer scripts put the repository root on
+the path, which makes `sac_distributed.results` (standard library only) importable.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from sac_distributed.paths import RESULTS_HEADER  # noqa: E402
-from sac_distributed.results import EpisodeLog, EvalPoint, append_result  # noqa: E402
+from sac_distributed.paths import RESULTS_HEADER
+from sac_distributed.results import EpisodeLog, EvalPoint, append_result
 
 __all__ = ["RESULTS_HEADER", "ResultsWriter", "episode_log", "hparam", "parse_args"]
 

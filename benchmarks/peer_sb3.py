@@ -21,7 +21,11 @@ import sys
 from typing import List, Optional
 
 import numpy as np
-from peer_common import ResultsWriter, episode_log, hparam, parse_args
+
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks.peer_common import ResultsWriter, episode_log, hparam, parse_args  # noqa: E402
 
 
 def make_env(env_name: str, seed: int):

@@ -36,20 +36,25 @@ import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imp
 # isort: split
 
 import argparse
+import os
 import sys
 from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
-from peer_common import ResultsWriter, episode_log, parse_args
-from tf_agents.trajectories import policy_step, trajectory
-from tf_agents.trajectories import time_step as ts
 
-from sac_distributed import config as config_lib
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import policy as policy_lib
-from sac_distributed.algorithm import sac_learner
-from sac_distributed.algorithm import specs as specs_lib
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from tf_agents.trajectories import policy_step, trajectory  # noqa: E402
+from tf_agents.trajectories import time_step as ts  # noqa: E402
+
+from benchmarks.peer_common import ResultsWriter, episode_log, parse_args  # noqa: E402
+from sac_distributed import config as config_lib  # noqa: E402
+from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
+from sac_distributed.algorithm import policy as policy_lib  # noqa: E402
+from sac_distributed.algorithm import sac_learner  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
 
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
 # This runner's own options: the flags a learning.py variant may give it besides

@@ -17,16 +17,21 @@ import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imp
 
 # isort: split
 
+import os
 import sys
 from typing import List, Optional
 
 import tensorflow as tf
-from bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
-from peer_common import ResultsWriter, episode_log, parse_args
-from tf_agents.environments import wrappers
 
-from sac_distributed import config as config_lib
-from sac_distributed.algorithm import specs as specs_lib
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from tf_agents.environments import wrappers  # noqa: E402
+
+from benchmarks.bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop  # noqa: E402
+from benchmarks.peer_common import ResultsWriter, episode_log, parse_args  # noqa: E402
+from sac_distributed import config as config_lib  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
 
 
 class LogsEpisodes(wrappers.PyEnvironmentBaseWrapper):

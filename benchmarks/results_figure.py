@@ -20,10 +20,11 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
 
-import learning  # noqa: E402
-import learning_report  # noqa: E402
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks import learning, learning_report  # noqa: E402
 
 RESULTS = os.path.join(_HERE, "results")
 DEFAULT_PATH = os.path.join(RESULTS, "curves.png")

@@ -25,12 +25,11 @@ import tempfile
 import time
 from typing import List, Optional, Sequence, Tuple
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from bench.sac_launch import sac_launch_executable  # noqa: E402
-from bench.time_to_return import read_points_so_far  # noqa: E402
-
+from benchmarks.bench.sac_launch import sac_launch_executable  # noqa: E402
+from benchmarks.bench.time_to_return import read_points_so_far  # noqa: E402
 from sac_distributed import paths, results  # noqa: E402
 
 # absl's line prefix: I1126 14:02:57.123456 pid file:line] message

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,12 @@ import tempfile
 import time
 from typing import Dict, List, Sequence
 
-from bench.sac_launch import parse_named_flags, sac_launch_executable
-from bench.timing import median_time
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from sac_distributed.tools import plotting
+from benchmarks.bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
+from benchmarks.bench.timing import median_time  # noqa: E402
+from sac_distributed.tools import plotting  # noqa: E402
 
 DEFAULT_SETS = "base=;n_step_3=--n_step=3;normalized=--normalize_observations"
 

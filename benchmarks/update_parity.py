@@ -37,17 +37,20 @@ import sys
 import tempfile
 from typing import Dict, List, Optional
 
-import learning
-import numpy as np
-import tensorflow as tf
-from tf_agents.trajectories import policy_step, trajectory
-from tf_agents.trajectories import time_step as ts
-from tf_agents.utils import common
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from sac_distributed import config as config_lib
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
-from sac_distributed.algorithm import specs as specs_lib
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tf_agents.trajectories import policy_step, trajectory  # noqa: E402
+from tf_agents.trajectories import time_step as ts  # noqa: E402
+from tf_agents.utils import common  # noqa: E402
+
+from benchmarks import learning  # noqa: E402
+from sac_distributed import config as config_lib  # noqa: E402
+from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
+from sac_distributed.algorithm import sac_learner  # noqa: E402
+from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SB3_PYTHON = os.path.join(HERE, ".venv-sb3", "bin", "python")

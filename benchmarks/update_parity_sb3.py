@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Dict, List, Optional
 
 import numpy as np
-from peer_sb3 import agent_kwargs
+
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks.peer_sb3 import agent_kwargs  # noqa: E402
 
 
 def _net_weights(prefix: str, modules) -> Dict[str, np.ndarray]:

@@ -2,13 +2,8 @@
 
 import csv
 import json
-import os
-import sys
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import crossq_cost  # noqa: E402
+from benchmarks import crossq_cost
 
 
 def test_it_times_both_learners_at_each_width_and_writes_the_table(tmp_path):

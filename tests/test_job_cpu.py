@@ -1,14 +1,8 @@
 """benchmarks/job_cpu.py: which job a process is, and the per-job sums."""
 
-import os
-import sys
-
 import pytest
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import job_cpu  # noqa: E402
+from benchmarks import job_cpu
 
 
 def test_processes_are_named_by_their_job_module():

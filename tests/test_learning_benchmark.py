@@ -14,19 +14,16 @@ import sys
 import time
 
 import pytest
+from proc_utils import DEADLINE_S, read, wait_for_log
+
+from benchmarks import learning, learning_report
+from benchmarks.bench.sac_launch import parse_named_flags
+from benchmarks.bench.timing import median_time
+from benchmarks.learning_report import Point
+from benchmarks.peer_common import RESULTS_HEADER
+from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import learning  # noqa: E402
-import learning_report  # noqa: E402
-from bench.sac_launch import parse_named_flags  # noqa: E402
-from bench.timing import median_time  # noqa: E402
-from learning_report import Point  # noqa: E402
-from peer_common import RESULTS_HEADER  # noqa: E402
-from proc_utils import DEADLINE_S, read, wait_for_log  # noqa: E402
-
-from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER  # noqa: E402
 
 TINY_COMMON_FLAGS = "--common_flags=--initial_collect_steps=300 --batch_size=32"
 TINY = [
@@ -66,7 +63,7 @@ def test_peers_write_the_evaluators_results_format():
 
 
 def test_sb3_torch_threads_come_from_the_environment_and_bad_values_are_refused():
-    import peer_sb3  # torch is imported inside main(), so this needs no SB3 venv
+    from benchmarks import peer_sb3  # torch is imported inside main(), so this needs no SB3 venv
 
     assert peer_sb3.torch_threads("1") == 1
     assert peer_sb3.torch_threads("2") == 2
@@ -78,8 +75,7 @@ def test_sb3_torch_threads_come_from_the_environment_and_bad_values_are_refused(
 def test_sb3_refuses_critic_options_its_sac_does_not_have():
     import dataclasses
 
-    import peer_sb3
-
+    from benchmarks import peer_sb3
     from sac_distributed.config import Hyperparams
 
     plain = dataclasses.asdict(Hyperparams())
@@ -128,7 +124,7 @@ def _write_results(runs_dir, group: str, seed: int, pairs) -> None:
 
 
 def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_path, capsys):
-    import mean_return
+    from benchmarks import mean_return
 
     first, second = tmp_path / "a", tmp_path / "b"
     _write_results(first, "ours-preset", 0, [(20_000, 100), (30_000, 300)])
@@ -168,7 +164,7 @@ def test_the_exact_mann_whitney_tail_counts_every_ordering():
     import itertools
     import math
 
-    import mean_return
+    from benchmarks import mean_return
 
     assert mean_return.pairs_favouring([3, 5], [1, 3, 4]) == 4.5  # 3 > 1, 3 = 3, 5 > all
     # Brute force over every way 3 xs and 4 ys can interleave (ranks 0..6).

@@ -9,13 +9,10 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from benchmarks import learning_report, peer_sb3loop
+from sac_distributed.algorithm import policy as policy_lib
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-sys.path.insert(0, BENCH)
-
-import learning_report  # noqa: E402
-import peer_sb3loop  # noqa: E402
-
-from sac_distributed.algorithm import policy as policy_lib  # noqa: E402
 
 # Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
 RUN_TIMEOUT_S = 900

@@ -1,15 +1,10 @@
 """benchmarks/per_step_cost.py: its modes, and the XLA-compiled update it measures."""
 
 import json
-import os
-import sys
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import per_step_cost  # noqa: E402
+from benchmarks import per_step_cost
 
 
 def test_an_unknown_mode_is_a_usage_error_naming_the_choices(capsys):

@@ -370,11 +370,7 @@ def test_replay_checkpoints_restore_across_the_setting(env_specs, write_replay):
 
 
 def test_the_learning_benchmark_knows_the_per_variant():
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
-    import learning
+    from benchmarks import learning
 
     args = learning.parse_args(["--envs=Pendulum-v1", "--variants=preset,per"])
     assert args.variants == {"preset": (), "per": ("--prioritized_replay",)}

@@ -17,16 +17,12 @@ from pathlib import Path
 import pytest
 import reverb
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-from bench import cgroups, settings, shards  # noqa: E402
-from bench.experience import inserted_items  # noqa: E402
-from bench.settings import parse_settings, throughput_hparams  # noqa: E402
-
-from sac_distributed import replay  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
-from sac_distributed.config import ServerConfig  # noqa: E402
+from benchmarks.bench import cgroups, settings, shards
+from benchmarks.bench.experience import inserted_items
+from benchmarks.bench.settings import parse_settings, throughput_hparams
+from sac_distributed import replay
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.config import ServerConfig
 
 SHARDS = ["--mode=replay_shards"]
 

@@ -1,15 +1,9 @@
 """benchmarks/results_figure.py: the README's curves, drawn from the committed results."""
 
-import os
-import sys
-
 import pytest
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import results_figure  # noqa: E402
-from results_figure import Curve, Panel  # noqa: E402
+from benchmarks import results_figure
+from benchmarks.results_figure import Curve, Panel
 
 
 def test_every_preset_is_drawn_over_at_least_three_seeds(tmp_path):

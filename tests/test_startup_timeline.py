@@ -1,13 +1,8 @@
 """benchmarks/startup_timeline.py: reading the jobs' absl logs into a timeline."""
 
 import datetime
-import os
-import sys
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-sys.path.insert(0, BENCH)
-
-import startup_timeline  # noqa: E402
+from benchmarks import startup_timeline
 
 
 def test_an_absl_line_gives_its_time_and_message():

@@ -3,21 +3,14 @@
 The SB3 half needs `make bench-sb3`'s virtualenv, which the suite does not build;
 these check what ours does with SB3's weights, batches and noise."""
 
-import os
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import small_hparams
 from tf_agents.trajectories import time_step as ts
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-sys.path.insert(0, BENCH)
-
-import update_parity  # noqa: E402
-
-from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
+from benchmarks import update_parity
+from sac_distributed.algorithm import agent as agent_lib
 
 
 def test_flags_apply_to_the_preset():

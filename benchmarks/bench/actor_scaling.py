@@ -21,11 +21,11 @@ from typing import Dict, List, Sequence, Tuple
 import reverb
 from absl import logging
 
-from bench.experience import initial_policy_weights, inserted_items
-from bench.fixtures import Bench
-from bench.servers import measurement_flags, our_server_process
-from bench.settings import Settings
-from bench.timing import median
+from benchmarks.bench.experience import initial_policy_weights, inserted_items
+from benchmarks.bench.fixtures import Bench
+from benchmarks.bench.servers import measurement_flags, our_server_process
+from benchmarks.bench.settings import Settings
+from benchmarks.bench.timing import median
 from sac_distributed import replay
 from sac_distributed.config import Hyperparams
 from sac_distributed.replay.variables import VariableContainer

@@ -21,7 +21,7 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bench.chaos import kind_of, read_ledger
+from benchmarks.bench.chaos import kind_of, read_ledger
 from sac_distributed import paths
 
 # absl's prefix: I1127 14:02:57.123456 pid file:line] message

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional
 
-from bench.chaos import kind_of
-from bench.chaos_checks import RunRecord
+from benchmarks.bench.chaos import kind_of
+from benchmarks.bench.chaos_checks import RunRecord
 
 _LEARNER_MARKS = (
     ("noticed", "learner lost the Reverb server"),

@@ -9,7 +9,7 @@ import subprocess
 import time
 from typing import Dict, List, Optional
 
-from bench.chaos import (
+from benchmarks.bench.chaos import (
     CLIENT_EXIT_GRACE_S,
     COUNTS_EVERY_S,
     LAST_KILL_FRACTION,

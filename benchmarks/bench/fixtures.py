@@ -26,9 +26,9 @@ from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 from tf_agents.train import learner as tfa_learner
 from tf_agents.trajectories import trajectory
 
-from bench import experience, stock
-from bench.servers import ServerProcess, our_server_process, stock_server_process
-from bench.settings import NEVER, Settings, throughput_hparams
+from benchmarks.bench import experience, stock
+from benchmarks.bench.servers import ServerProcess, our_server_process, stock_server_process
+from benchmarks.bench.settings import NEVER, Settings, throughput_hparams
 from sac_distributed import replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.agent import EnvSpecs

@@ -18,11 +18,11 @@ import reverb
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.train import actor as tfa_actor
 
-from bench.experience import inserted_items
-from bench.fixtures import Bench
-from bench.settings import PIECES
-from bench.stock import STOCK_TABLE
-from bench.timing import Measure, lead_in_for, run_for, timed_rate
+from benchmarks.bench.experience import inserted_items
+from benchmarks.bench.fixtures import Bench
+from benchmarks.bench.settings import PIECES
+from benchmarks.bench.stock import STOCK_TABLE
+from benchmarks.bench.timing import Measure, lead_in_for, run_for, timed_rate
 from sac_distributed import replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, ClientConfig

@@ -22,8 +22,8 @@ import portpicker
 import reverb
 from tf_agents.trajectories import trajectory
 
-from bench.experience import write_rows
-from bench.stock import STOCK_TABLE, stock_observer
+from benchmarks.bench.experience import write_rows
+from benchmarks.bench.stock import STOCK_TABLE, stock_observer
 from sac_distributed import replay
 from sac_distributed.config import Hyperparams
 from sac_distributed.errors import ServerUnreachableError

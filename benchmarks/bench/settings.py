@@ -13,7 +13,7 @@ import dataclasses
 import os
 from typing import Dict, Optional, Sequence, Tuple
 
-from bench import cgroups
+from benchmarks.bench import cgroups
 from sac_distributed import replay
 from sac_distributed.config import ActorConfig, Hyperparams, hyperparams_for
 

@@ -44,12 +44,12 @@ import reverb
 from absl import logging
 
 import sac_distributed
-from bench.cgroups import CpuCap
-from bench.experience import inserted_items
-from bench.fixtures import Bench, LearnerLoopDriver
-from bench.servers import ServerProcess, our_server_process
-from bench.settings import Settings
-from bench.timing import lead_in_for, median, timed_rate
+from benchmarks.bench.cgroups import CpuCap
+from benchmarks.bench.experience import inserted_items
+from benchmarks.bench.fixtures import Bench, LearnerLoopDriver
+from benchmarks.bench.servers import ServerProcess, our_server_process
+from benchmarks.bench.settings import Settings
+from benchmarks.bench.timing import lead_in_for, median, timed_rate
 from sac_distributed import replay
 from sac_distributed.config import ClientConfig, Hyperparams
 
@@ -74,7 +74,7 @@ class Worker:
         argv = [
             sys.executable,
             "-m",
-            "bench.shard_worker",
+            "benchmarks.bench.shard_worker",
             f"--env_name={s.env_name}",
             f"--transitions_per_item={hp.transitions_per_item}",
             f"--seed={s.seed + index}",
@@ -117,8 +117,8 @@ class Worker:
 
 
 def _worker_env() -> Dict[str, str]:
-    """This environment, with bench/ and the sac_distributed this process uses importable."""
-    bench_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """This environment, with benchmarks and the sac_distributed this process uses importable."""
+    bench_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(sac_distributed.__file__)))
     env = dict(os.environ)
     paths = [bench_root, package_root, env.get("PYTHONPATH", "")]

@@ -15,11 +15,11 @@ from typing import Dict, List, Optional
 
 from absl import logging
 
-from bench import experience, servers
-from bench.fixtures import Bench
-from bench.pieces import SETUPS
-from bench.settings import PIECES, Settings, all_pieces
-from bench.timing import Measure, median
+from benchmarks.bench import experience, servers
+from benchmarks.bench.fixtures import Bench
+from benchmarks.bench.pieces import SETUPS
+from benchmarks.bench.settings import PIECES, Settings, all_pieces
+from benchmarks.bench.timing import Measure, median
 from sac_distributed.config import Hyperparams
 
 REQUIRED_KEYS = (

@@ -20,10 +20,10 @@ from typing import Callable, Dict, List, Optional
 
 from absl import logging
 
-from bench.sac_launch import sac_launch_executable, stop_process_group
-from bench.settings import Settings, preset_hparams
-from bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
-from bench.timing import median_time
+from benchmarks.bench.sac_launch import sac_launch_executable, stop_process_group
+from benchmarks.bench.settings import Settings, preset_hparams
+from benchmarks.bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
+from benchmarks.bench.timing import median_time
 from sac_distributed import paths, results
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import Hyperparams
