@@ -9,6 +9,11 @@ The pages are made from the code itself, so they cannot drift from it:
 * the API reference has one page per public module, found by walking the
   package's folders (so a module split off later gets its page), each page a
   mkdocstrings `:::` block that renders the module's docstrings;
+* the presets table on the results page (`<!-- presets-table -->`) is read
+  from `sac_distributed.config.PRESETS`;
+* the list of error messages on the troubleshooting page
+  (`<!-- error-messages -->`) is read from every `raise` of an error class of
+  `sac_distributed/errors.py` in the package's source;
 * the repository's own Markdown files that the site shows whole (the benchmark
   investigations, the deployment notes) are read from where they live, at the
   same paths, so their links to each other work unchanged; a file they link to
@@ -29,7 +34,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from mkdocs.structure.files import File, Files
 
@@ -45,6 +50,8 @@ MIRRORED_PAGES = (
     "launch/README.md",
     "launch/RAY.md",
 )
+# Repository files that pages under docs/ show (figures), copied to the same paths.
+EXTRA_FILES = ("benchmarks/results/curves.png",)
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 # Run in a subprocess per console script: imports the script's module with absl's
@@ -318,6 +325,186 @@ def _linked_files(page: str) -> List[str]:
     return found
 
 
+PRESETS_MARKER = "<!-- presets-table -->"
+
+
+def _value(value: object) -> str:
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def presets_markdown() -> str:
+    """Each preset's values that differ from the defaults, and the defaults."""
+    import dataclasses
+
+    sys.path.insert(0, REPO)
+    try:
+        from sac_distributed import config as config_lib
+    finally:
+        sys.path.remove(REPO)
+    base = config_lib.Hyperparams()
+    fields = [f.name for f in dataclasses.fields(base)]
+    lines = ["| `--env_name` | its values (every other hyperparameter: the default below) |"]
+    lines.append("|---|---|")
+    for env_name, preset in config_lib.PRESETS.items():
+        changed = [
+            f"`{name}={_value(getattr(preset, name))}`"
+            for name in fields
+            if getattr(preset, name) != getattr(base, name)
+        ]
+        lines.append(f"| `{env_name}` | {', '.join(changed)} |")
+    lines += ["", "| hyperparameter | default |", "|---|---|"]
+    lines += [f"| `--{name}` | `{_value(getattr(base, name))}` |" for name in fields]
+    return "\n".join(lines) + "\n"
+
+
+ERRORS_MARKER = "<!-- error-messages -->"
+
+
+class RaisedError(NamedTuple):
+    error: str  # the class raised
+    message: str  # its message, with {expression} for what is filled in at run time
+    where: str  # sac_distributed/jobs/server.py: start_server
+
+
+def error_classes() -> Dict[str, str]:
+    """The classes of sac_distributed/errors.py and their docstrings."""
+    with open(os.path.join(REPO, PACKAGE, "errors.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return {n.name: ast.get_docstring(n) or "" for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _message(node: ast.AST, helpers: Dict[str, ast.FunctionDef]) -> str:
+    """A message expression as text: literal parts as they are, the rest as {code}."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_message(v, helpers) for v in node.values)
+    if isinstance(node, ast.FormattedValue):
+        return "{" + ast.unparse(node.value) + "}"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _message(node.left, helpers) + _message(node.right, helpers)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers:
+        returns = [
+            r.value
+            for r in ast.walk(helpers[node.func.id])
+            if isinstance(r, ast.Return) and r.value
+        ]
+        if returns:  # a helper that builds the message: its (last) returned text
+            return _message(returns[-1], helpers)
+    return "{" + ast.unparse(node) + "}"
+
+
+def _parse_package(root: str) -> List[tuple]:
+    parsed = []
+    for folder, dirs, names in sorted(os.walk(os.path.join(root, PACKAGE))):
+        dirs.sort()
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                parsed.append((os.path.relpath(path, root), ast.parse(f.read())))
+    return parsed
+
+
+def _error_call(node: ast.AST, classes: Dict[str, str]) -> Optional[ast.Call]:
+    """The `SomeError(message)` of `raise SomeError(message)`, or of a `return` of one
+    (a function that builds the error for its caller to raise)."""
+    call = node.exc if isinstance(node, ast.Raise) else None
+    if isinstance(node, ast.Return):
+        call = node.value
+    if isinstance(call, ast.Call) and call.args:
+        func = call.func
+        error = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if error in classes:
+            return call
+    return None
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _raising_helpers(parsed, classes) -> Dict[str, tuple]:
+    """Functions such as `_require(condition, message)` that raise an error class with
+    one of their parameters as the message: name -> (class, that parameter's index)."""
+    helpers = {}
+    for _, tree in parsed:
+        for func in tree.body:
+            if not isinstance(func, ast.FunctionDef):
+                continue
+            params = [a.arg for a in func.args.args]
+            for node in _own_nodes(func):
+                call = _error_call(node, classes)
+                message = call.args[0] if call else None
+                if isinstance(message, ast.Name) and message.id in params:
+                    helpers[func.name] = (_called_name(call), params.index(message.id))
+    return helpers
+
+
+def raised_errors(root: str = REPO) -> List[RaisedError]:
+    """Every `raise SomeError(message)` in the package whose class errors.py defines,
+    and every call of a helper that raises one with a message it is given."""
+    classes = error_classes()
+    parsed = _parse_package(root)
+    helpers = _raising_helpers(parsed, classes)
+    found = []
+    for path, tree in parsed:
+        builders = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for scope in ast.walk(tree):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            where = path if isinstance(scope, ast.Module) else f"{path}: {scope.name}"
+            for node in _own_nodes(scope):
+                call = _error_call(node, classes)
+                if call and getattr(scope, "name", "") not in helpers:
+                    message = _message(call.args[0], builders)
+                    found.append(RaisedError(_called_name(call), message, where))
+                if isinstance(node, ast.Call) and _called_name(node) in helpers:
+                    error, index = helpers[_called_name(node)]
+                    if len(node.args) > index:
+                        message = _message(node.args[index], builders)
+                        found.append(RaisedError(error, message, where))
+    return found
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a function (or module) body, not those of functions nested in it."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def errors_markdown() -> str:
+    classes = error_classes()
+    raised = raised_errors()
+    lines = []
+    for error, doc in classes.items():
+        rows = sorted({(r.message, r.where) for r in raised if r.error == error})
+        if not rows:
+            continue
+        lines += [f"### {error}", "", doc.split("\n\n")[0], "", "| message | raised in |"]
+        lines.append("|---|---|")
+        lines += [f"| {_cell(message)} | `{where}` |" for message, where in rows]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
+    if PRESETS_MARKER in markdown:
+        markdown = markdown.replace(PRESETS_MARKER, presets_markdown())
+    if ERRORS_MARKER in markdown:
+        markdown = markdown.replace(ERRORS_MARKER, errors_markdown())
+    return markdown
+
+
 def on_files(files: Files, config, **kwargs) -> Files:
     scripts = console_scripts()
     files.append(
@@ -329,7 +516,7 @@ def on_files(files: Files, config, **kwargs) -> Files:
         files.append(
             File.generated(config, api_page_path(module), content=api_page_markdown(module))
         )
-    linked = set()
+    linked = set(EXTRA_FILES)
     for page in MIRRORED_PAGES:
         files.append(File.generated(config, page, abs_src_path=os.path.join(REPO, page)))
         linked.update(_linked_files(page))
