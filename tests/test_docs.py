@@ -163,3 +163,43 @@ def test_a_documented_function_shows_its_docstring(site):
     """Not only a heading: the docstring's text is on the page."""
     text = _text(site / "reference" / "api" / "sac_distributed.errors" / "index.html")
     assert "Another learner owns this run (its root_dir lock or the server's lease)." in text
+
+
+_RAISE = re.compile(r"raise (?:errors\.|config_lib\.)?(\w+Error)\(\s*f?\"([^\"{\\]{15,})")
+
+
+def test_every_error_message_is_on_the_troubleshooting_page(site):
+    """Each literal start of a message raised with an error class of errors.py (read
+    here with a regular expression, not the generator's parser) is on the page."""
+    with open(os.path.join(PACKAGE_DIR, "errors.py"), encoding="utf-8") as f:
+        classes = set(re.findall(r"^class (\w+)\(", f.read(), re.MULTILINE))
+    text = " ".join(_text(site / "troubleshooting" / "index.html").split())
+    missing, seen = [], 0
+    for path in set(_public_modules().values()) | {
+        os.path.join(folder, name)
+        for folder, _, names in os.walk(os.path.join(PACKAGE_DIR, "bin"))
+        for name in names
+        if name.endswith(".py")
+    }:
+        with open(path, encoding="utf-8") as f:
+            for error, start in _RAISE.findall(f.read()):
+                if error in classes:
+                    seen += 1
+                    if " ".join(start.split()) not in text:
+                        missing.append((os.path.relpath(path, REPO), start))
+    assert seen >= 30, seen
+    assert not missing, f"messages missing from the troubleshooting page: {missing}"
+    for error in classes:
+        assert error in text, error
+
+
+def test_the_presets_table_lists_every_preset(site):
+    text = _text(site / "results" / "index.html")
+    with open(os.path.join(PACKAGE_DIR, "config", "presets.py"), encoding="utf-8") as f:
+        source = f.read()
+    envs = re.findall(r'^\s+"([\w-]+-v\d+)": ', source, re.MULTILINE)
+    envs += re.findall(r'^\s+\("([\w-]+-v\d+)", \d+\)', source, re.MULTILINE)
+    assert len(envs) >= 10, envs
+    for env in envs:
+        assert f"{env} " in text or f"{env}\n" in text, env
+    assert "--critic_learning_rate" in text and "0.0003" in text
