@@ -82,7 +82,7 @@ setup(
             # wait on subprocesses, so one worker leaves a core idle.
             "pytest-xdist",
             "pyyaml",
-            # benchmarks/job_cpu.py (portpicker pulls it in already; named for its test).
+            # benchmarks/probe.py job_cpu (portpicker pulls it in already; named for its test).
             "psutil",
             # tests/test_kubernetes.py: the Kubernetes OpenAPI schemas (1.25-1.37), offline.
             "kubernetes-validate==1.37.0",

@@ -4,6 +4,13 @@ Reads every OUT/runs/<env>/<system>-<variant>/seed<N>/{results.csv,run.json}
 that `learning.py` left and writes OUT/summary.json, OUT/summary.md and
 OUT/<env>.png. Pure Python plus matplotlib; nothing here trains.
 
+As a command, it publishes what the committed runs show (benchmarks/report/):
+
+    python benchmarks/learning_report.py tables        # docs/generated/*.md, README's table
+    python benchmarks/learning_report.py figure        # benchmarks/results/curves.png
+    python benchmarks/learning_report.py mean_return --runs=DIR --groups=G1,G2 \\
+        --window=20000,50000,5000                       # mean greedy return over a window
+
 Definitions (also printed under the table):
   * return at a mark: the greedy eval return linearly interpolated at that many
     env steps (evals fall every --eval_every env steps; ours logs the replay's
@@ -26,9 +33,13 @@ import dataclasses
 import json
 import os
 import statistics
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from sac_distributed import results
+if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from sac_distributed import results  # noqa: E402
 
 # Mean training-episode return of rl-baselines3-zoo's SAC runs (1 update per env
 # step, published monitor logs) at env steps: the issue's reference table.
@@ -41,8 +52,18 @@ REFERENCE: Dict[str, Dict[int, float]] = {
     # The TF-Agents SAC Minitaur tutorial's curve at 100k train steps, one per env step
     # after its 10k warm-up steps.
     "MinitaurBulletEnv-v0": {110_000: -0.28},
+    # SAC on Gymnasium's MuJoCo v4 envs (the SimbaV2 authors' runs, 10 seeds): v5's
+    # Hopper, Walker2d and Ant rewards differ a little from v4's (README, Results).
+    "HalfCheetah-v5": {100_000: 6156},
+    "Hopper-v5": {100_000: 1103},
+    "Walker2d-v5": {100_000: 690},
+    "Ant-v5": {100_000: 747},
 }
-REFERENCE_NAME: Dict[str, str] = {"MinitaurBulletEnv-v0": "TF-Agents tutorial"}
+_SAC_V4 = "SAC on v4"
+REFERENCE_NAME: Dict[str, str] = {
+    "MinitaurBulletEnv-v0": "TF-Agents tutorial",
+    **{env: _SAC_V4 for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")},
+}
 # Returns printed with decimals where the whole range is a few units.
 RETURN_DIGITS: Dict[str, int] = {"MinitaurBulletEnv-v0": 2}
 # Returns whose wall time to reach we report (the issue's time targets).
@@ -131,13 +152,13 @@ def load_group(out: str, env_name: str, group: str) -> List[Run]:
     if not os.path.isdir(group_dir):
         return []
     runs = [
-        _load_run(env_name, group, os.path.join(group_dir, d))
-        for d in sorted(os.listdir(group_dir))
+        load_run(env_name, group, os.path.join(group_dir, d)) for d in sorted(os.listdir(group_dir))
     ]
     return [r for r in runs if r is not None]
 
 
-def _load_run(env_name: str, group: str, path: str) -> Optional[Run]:
+def load_run(env_name: str, group: str, path: str) -> Optional[Run]:
+    """The run in `path` (a seed<N> directory); None unless its run.json says done."""
     try:
         with open(os.path.join(path, "run.json")) as f:
             record = json.load(f)
@@ -453,3 +474,34 @@ def write_report(out: str) -> dict:
             os.path.join(out, f"{env_name}.png"),
         )
     return summary
+
+
+# learning_report.py's commands: the module under benchmarks/report/ that runs each.
+COMMANDS: Dict[str, str] = {
+    "tables": "the results tables of README.md and docs/generated/, from the committed runs",
+    "figure": "README's figure of every preset (benchmarks/results/curves.png)",
+    "mean_return": "each seed's mean greedy return over a window of env steps, per group",
+}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs one of COMMANDS: `learning_report.py COMMAND [its flags]`."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        width = max(len(c) for c in COMMANDS)
+        print("usage: learning_report.py COMMAND [flags]\n\ncommands:")
+        for command, text in COMMANDS.items():
+            print(f"  {command:<{width}}  {text}")
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"learning_report.py: unknown command {command!r}", file=sys.stderr)
+        return 2
+    import importlib
+
+    sys.argv = [f"learning_report.py {command}", *rest]  # argparse's usage line
+    return importlib.import_module(f"benchmarks.report.{command}").main(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Hybrid peer of the learning benchmark: TF-Agents' SacAgent inside SB3's training loop.
 
 SB3 SAC leads both TF-Agents loops (ours and the stock tutorial loop) early on
-Walker2D and Ant, while update_parity.py shows that one update is the same in
+Walker2D and Ant, while probe.py update_parity shows that one update is the same in
 both libraries. This runner splits the learning from the data: the update is
 our `SacAgent` (agent.make_agent, as the learner builds it, trained with its
 `_train` as the learner calls it), and everything around it is SB3's loop,

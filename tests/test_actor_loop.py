@@ -94,7 +94,7 @@ def test_actor_writes_k_row_items_and_drops_non_finite_steps(
 
 def test_actor_and_evaluator_make_numpy_blas_single_threaded(reverb_server, root_dir):
     # OpenBLAS threads spin between batch-1 policy calls: with them, an evaluation
-    # of HalfCheetah took a second core (benchmarks/README.md, "job_cpu.py").
+    # of HalfCheetah took a second core (benchmarks/README.md, "probe.py job_cpu").
     from threadpoolctl import threadpool_info, threadpool_limits
 
     from sac_distributed.jobs.evaluation import EvalLoop

@@ -1,9 +1,9 @@
-"""benchmarks/crossq_cost.py: one row per (algorithm, width), written as CSV and JSON."""
+"""benchmarks/probe.py crossq_cost: one row per (algorithm, width), written as CSV and JSON."""
 
 import csv
 import json
 
-from benchmarks import crossq_cost
+from benchmarks.probes import crossq_cost
 
 
 def test_it_times_both_learners_at_each_width_and_writes_the_table(tmp_path):

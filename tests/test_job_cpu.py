@@ -1,8 +1,8 @@
-"""benchmarks/job_cpu.py: which job a process is, and the per-job sums."""
+"""benchmarks/probe.py job_cpu: which job a process is, and the per-job sums."""
 
 import pytest
 
-from benchmarks import job_cpu
+from benchmarks.probes import job_cpu
 
 
 def test_processes_are_named_by_their_job_module():

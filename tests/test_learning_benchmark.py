@@ -124,7 +124,7 @@ def _write_results(runs_dir, group: str, seed: int, pairs) -> None:
 
 
 def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_path, capsys):
-    from benchmarks import mean_return
+    from benchmarks.report import mean_return
 
     first, second = tmp_path / "a", tmp_path / "b"
     _write_results(first, "ours-preset", 0, [(20_000, 100), (30_000, 300)])
@@ -164,7 +164,7 @@ def test_the_exact_mann_whitney_tail_counts_every_ordering():
     import itertools
     import math
 
-    from benchmarks import mean_return
+    from benchmarks.report import mean_return
 
     assert mean_return.pairs_favouring([3, 5], [1, 3, 4]) == 4.5  # 3 > 1, 3 = 3, 5 > all
     # Brute force over every way 3 xs and 4 ys can interleave (ranks 0..6).

@@ -1,10 +1,10 @@
-"""benchmarks/per_step_cost.py: its modes, and the XLA-compiled update it measures."""
+"""benchmarks/probe.py per_step_cost: its modes, and the XLA-compiled update it measures."""
 
 import json
 
 import pytest
 
-from benchmarks import per_step_cost
+from benchmarks.probes import per_step_cost
 
 
 def test_an_unknown_mode_is_a_usage_error_naming_the_choices(capsys):

@@ -1,16 +1,16 @@
-"""benchmarks/results_figure.py: the README's curves, drawn from the committed results."""
+"""benchmarks/learning_report.py figure: the README's curves, drawn from the committed results."""
 
 import pytest
 
-from benchmarks import results_figure
-from benchmarks.results_figure import Curve, Panel
+from benchmarks.report import figure
+from benchmarks.report.figure import Curve, Panel
 
 
 def test_every_preset_is_drawn_over_at_least_three_seeds(tmp_path):
     path = str(tmp_path / "curves.png")
-    seeds = results_figure.draw(path)
+    seeds = figure.draw(path)
 
-    assert set(seeds) == {p.env_name for p in results_figure.PANELS}
+    assert set(seeds) == {p.env_name for p in figure.PANELS}
     for env_name, curves in seeds.items():
         assert curves["ours"] >= 3, (env_name, curves)
         assert all(n >= 3 for n in curves.values()), (env_name, curves)
@@ -26,13 +26,13 @@ def test_runs_of_another_preset_are_refused():
     # target entropy -3), before the preset took the zoo's values.
     former = Panel("Walker2DBulletEnv-v0", (Curve("SB3", "learning", "sb3-preset"),))
 
-    mismatches = results_figure.preset_mismatches(results_figure.RESULTS, [former])
+    mismatches = figure.preset_mismatches(figure.RESULTS, [former])
 
     assert len(mismatches) == 3  # one line per seed
     assert "critic_learning_rate=0.0003 (preset: 0.00073)" in mismatches[0]
     assert "target_entropy=None (preset: -6.0)" in mismatches[0]
     with pytest.raises(ValueError, match="did not train with the preset"):
-        results_figure.draw("/nonexistent/never_written.png", panels=[former])
+        figure.draw("/nonexistent/never_written.png", panels=[former])
 
 
 def test_a_curve_without_runs_is_refused(tmp_path):
@@ -40,9 +40,9 @@ def test_a_curve_without_runs_is_refused(tmp_path):
     path = tmp_path / "curves.png"
 
     with pytest.raises(ValueError, match="No finished runs for Pendulum-v1 ours-preset under"):
-        results_figure.draw(str(path), panels=[missing])
+        figure.draw(str(path), panels=[missing])
     assert not path.exists()
 
 
 def test_the_committed_presets_match_config():
-    assert results_figure.preset_mismatches(results_figure.RESULTS) == []
+    assert figure.preset_mismatches(figure.RESULTS) == []

@@ -1,8 +1,8 @@
-"""benchmarks/startup_timeline.py: reading the jobs' absl logs into a timeline."""
+"""benchmarks/probe.py startup_timeline: reading the jobs' absl logs into a timeline."""
 
 import datetime
 
-from benchmarks import startup_timeline
+from benchmarks.probes import startup_timeline
 
 
 def test_an_absl_line_gives_its_time_and_message():

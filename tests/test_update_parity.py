@@ -1,4 +1,4 @@
-"""benchmarks/update_parity.py's TensorFlow half: flags, noise, weight layout, measure.
+"""benchmarks/probe.py update_parity's TensorFlow half: flags, noise, weight layout, measure.
 
 The SB3 half needs `make bench-sb3`'s virtualenv, which the suite does not build;
 these check what ours does with SB3's weights, batches and noise."""
@@ -9,7 +9,7 @@ import tensorflow as tf
 from conftest import small_hparams
 from tf_agents.trajectories import time_step as ts
 
-from benchmarks import update_parity
+from benchmarks.probes import update_parity
 from sac_distributed.algorithm import agent as agent_lib
 
 
@@ -69,7 +69,7 @@ def test_the_noise_goes_to_each_sample_in_sb3s_order(env_specs):
 
 
 def _sb3_layout(agent):
-    """An agent's weights named as update_parity_sb3.py writes SB3's."""
+    """An agent's weights named as probe.py update_parity_sb3 writes SB3's."""
     out = {}
     actor = [v.numpy() for v in update_parity.networks(agent)["actor"]]
     proj_k, proj_b = actor[-2:]

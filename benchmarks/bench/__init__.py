@@ -15,7 +15,7 @@ compare.py (stock TF-Agents SAC vs ours, one machine) is a thin entry over:
   shard_worker    one writer/sampler process of replay_shards mode
   cgroups         replay_shards mode's --server_cpus: a CPU quota per server process
   time_to_return  time_to_return mode: wall time to a target eval return
-  sac_launch      running `sac-launch` (also training_options.py and learning.py)
+  sac_launch      running `sac-launch` (also learning.py and probe.py's modes)
 
 Importing this package imports sac_distributed first, which selects tf-keras
 before any module here imports TensorFlow.

@@ -1,9 +1,9 @@
 """Running our whole distributed job, `sac-launch`, from a benchmark.
 
-compare.py's time_to_return mode, training_options.py and learning.py each
-start `sac-launch` as a subprocess with flag sets named on their command
-line. Standard library and absl only: these scripts import it before (or
-without) TensorFlow.
+compare.py's time_to_return mode, learning.py and probe.py's job_cpu and
+startup_timeline modes each start `sac-launch` as a subprocess with flag sets
+named on their command line. Standard library and absl only: these scripts
+import it before (or without) TensorFlow.
 """
 
 from __future__ import annotations

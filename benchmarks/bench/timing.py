@@ -3,8 +3,8 @@
 A piece is measured by calling a chunk of work until a deadline and dividing
 the work done by the time taken; each piece runs several alternating rounds
 and the report keeps their median, so a busy spell on a shared machine
-moves one round, not the result. Standard library only (training_options.py
-imports it without TensorFlow).
+moves one round, not the result. Standard library only (learning.py's tests
+import it without TensorFlow).
 """
 
 from __future__ import annotations

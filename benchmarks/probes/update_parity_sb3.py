@@ -1,7 +1,7 @@
-"""The SB3 half of update_parity.py: SB3 SAC's own `train()` on given batches and noise.
+"""The SB3 half of probe.py update_parity: SB3 SAC's own `train()` on given batches and noise.
 
 Runs in the SB3 virtualenv (`make bench-sb3`). Reads an .npz written by
-update_parity.py (batches, the Gaussian noise of every action sample, the
+probe.py update_parity (batches, the Gaussian noise of every action sample, the
 hyperparameters as JSON), builds SB3 SAC with those hyperparameters as the
 learning benchmark's SB3 peer maps them (peer_sb3.agent_kwargs), and calls
 its `train(gradient_steps=1)` once per batch, with the replay's `sample` and
@@ -14,16 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from typing import Dict, List, Optional
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from benchmarks.peer_sb3 import agent_kwargs  # noqa: E402
+from benchmarks.peer_sb3 import agent_kwargs
 
 
 def _net_weights(prefix: str, modules) -> Dict[str, np.ndarray]:
@@ -68,7 +63,7 @@ def _dummy_env(obs_dim: int, action_dim: int):
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--inputs", required=True, help="the .npz update_parity.py wrote")
+    p.add_argument("--inputs", required=True, help="the .npz probe.py update_parity wrote")
     p.add_argument("--output", required=True, help="the .npz to write")
     args = p.parse_args(argv)
 
@@ -126,7 +121,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     out["losses"] = losses
     np.savez(args.output, **out)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,7 +5,7 @@ peers that ran with the same hyperparameters, and the reference points. Nothing
 trains here; the curves come from the `learning.py` output directories under
 benchmarks/results/ named in PANELS, so after a sweep adds seeds, run this again:
 
-    python benchmarks/results_figure.py            # -> benchmarks/results/curves.png
+    python benchmarks/learning_report.py figure            # -> benchmarks/results/curves.png
 """
 
 from __future__ import annotations
@@ -19,14 +19,10 @@ import shlex
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+from benchmarks import learning, learning_report
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from benchmarks import learning, learning_report  # noqa: E402
-
-RESULTS = os.path.join(_HERE, "results")
+# benchmarks/results, beside this module's package
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 DEFAULT_PATH = os.path.join(RESULTS, "curves.png")
 
 
@@ -214,7 +210,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{env_name}: " + ", ".join(f"{k} n={n}" for k, n in curves.items()))
     print(f"wrote {args.path}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

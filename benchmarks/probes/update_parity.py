@@ -15,10 +15,10 @@ order: SB3 computes the temperature's loss from the actions it sampled before
 the actor's step, TF-Agents samples them again after it, from the same noise
 here; that reaches the critics and the actor only through alpha, a step later.
 
-    python benchmarks/update_parity.py --env_name=Walker2DBulletEnv-v0 \\
+    python benchmarks/probe.py update_parity --env_name=Walker2DBulletEnv-v0 \\
         --flags="--clip_policy_log_std --adam_epsilon=1e-8 --squash_log_prob_epsilon=1e-6"
 
-The SB3 half (update_parity_sb3.py) runs in `make bench-sb3`'s virtualenv.
+The SB3 half (probe.py update_parity_sb3) runs in `make bench-sb3`'s virtualenv.
 """
 
 from __future__ import annotations
@@ -33,27 +33,23 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import tempfile
 from typing import Dict, List, Optional
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import policy_step, trajectory
+from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tf_agents.trajectories import policy_step, trajectory  # noqa: E402
-from tf_agents.trajectories import time_step as ts  # noqa: E402
-from tf_agents.utils import common  # noqa: E402
+from benchmarks import learning
+from sac_distributed import config as config_lib
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import specs as specs_lib
 
-from benchmarks import learning  # noqa: E402
-from sac_distributed import config as config_lib  # noqa: E402
-from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
-from sac_distributed.algorithm import sac_learner  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SB3_PYTHON = os.path.join(HERE, ".venv-sb3", "bin", "python")
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_SB3_PYTHON = os.path.join(BENCHMARKS, ".venv-sb3", "bin", "python")
 GROUPS = ("actor", "critic1", "critic2", "target1", "target2")
 # The control run starts each weight this far (relatively) from SB3's start: about
 # float32's rounding, so it shows how fast rounding-sized differences grow.
@@ -129,9 +125,10 @@ def run_sb3(inputs, hp, args, work: str) -> Dict[str, np.ndarray]:
         marks=np.asarray(args.marks),
         **inputs,
     )
-    script = os.path.join(HERE, "update_parity_sb3.py")
+    # probe.py's update_parity_sb3 mode, under the SB3 virtualenv's Python
+    script = [os.path.join(BENCHMARKS, "probe.py"), "update_parity_sb3"]
     subprocess.run(
-        [args.sb3_python, script, f"--inputs={path_in}", f"--output={path_out}"], check=True
+        [args.sb3_python, *script, f"--inputs={path_in}", f"--output={path_out}"], check=True
     )
     return dict(np.load(path_out))
 
@@ -331,7 +328,3 @@ def main(argv: Optional[List[str]] = None) -> int:
                 indent=1,
             )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

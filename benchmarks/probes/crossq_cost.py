@@ -10,7 +10,7 @@ average over a full actor cycle; --steps_per_call should be a multiple of 3.
 Rounds alternate over every (algorithm, width) pair; the median per pair is
 reported, and its median ratio to SAC at the preset's width in the same round.
 
-    python benchmarks/crossq_cost.py --env_name=HalfCheetahBulletEnv-v0 \\
+    python benchmarks/probe.py crossq_cost --env_name=HalfCheetahBulletEnv-v0 \\
         --out=benchmarks/results/per_step_cost/crossq_widths_HalfCheetahBulletEnv-v0
 """
 
@@ -21,24 +21,20 @@ import csv
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import tensorflow as tf
+from absl import logging
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import logging  # noqa: E402
-
-import benchmarks.bench  # noqa: E402, F401  (imports sac_distributed first: it selects Keras 2)
-from sac_distributed import replay  # noqa: E402
-from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
-from sac_distributed.algorithm import learners  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
-from sac_distributed.config import hyperparams_for  # noqa: E402
+import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it selects Keras 2)
+from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import learners
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.config import hyperparams_for
 
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 Pair = Tuple[str, int]  # (algorithm, critic width)
@@ -151,7 +147,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
         write(args.out, rows, meta)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

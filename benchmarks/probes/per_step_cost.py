@@ -22,36 +22,31 @@ seconds (all threads) instead of wall seconds: on a shared, loaded machine
 that measures the update's cost far more steadily than wall time does. The
 numbers are indicative only.
 
-    python benchmarks/per_step_cost.py --env_name=Pendulum-v1
-    python benchmarks/per_step_cost.py --env_name=HalfCheetahBulletEnv-v0 --modes=uniform,xla
+    python benchmarks/probe.py per_step_cost --env_name=Pendulum-v1
+    python benchmarks/probe.py per_step_cost --env_name=HalfCheetahBulletEnv-v0 --modes=uniform,xla
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import reverb
+import tensorflow as tf
+from absl import logging
 
-import numpy as np  # noqa: E402
-import reverb  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import logging  # noqa: E402
-
-import benchmarks.bench  # noqa: E402, F401  (imports sac_distributed first: it selects Keras 2)
-from sac_distributed import replay  # noqa: E402
-from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
-from sac_distributed.algorithm import sac_learner  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
-from sac_distributed.config import hyperparams_for  # noqa: E402
-from sac_distributed.replay import priorities  # noqa: E402
+import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it selects Keras 2)
+from sac_distributed import replay
+from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.config import hyperparams_for
+from sac_distributed.replay import priorities
 
 MODES = ("uniform", "per", "per+updates", "xla")
 DEFAULT_MODES = ("uniform", "per", "per+updates")
@@ -223,7 +218,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             }
             json.dump({**result, "median_ratio_to_uniform": ratios, "rounds": rates}, f, indent=2)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,7 +7,7 @@ steps, evaluations). It explains the time_to_return figure of compare.py. The
 timeline needs the local engine's per-job logs (root_dir/logs/<job>.log), so it
 shows none for --launch_flags=--engine=threads, which logs to the console only.
 
-    python benchmarks/startup_timeline.py --env_name=Pendulum-v1 --target_return=-200
+    python benchmarks/probe.py startup_timeline --env_name=Pendulum-v1 --target_return=-200
 """
 
 from __future__ import annotations
@@ -20,17 +20,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from typing import List, Optional, Sequence, Tuple
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from benchmarks.bench.sac_launch import sac_launch_executable  # noqa: E402
-from benchmarks.bench.time_to_return import read_points_so_far  # noqa: E402
-from sac_distributed import paths, results  # noqa: E402
+from benchmarks.bench.sac_launch import sac_launch_executable
+from benchmarks.bench.time_to_return import read_points_so_far
+from sac_distributed import paths, results
 
 # absl's line prefix: I1126 14:02:57.123456 pid file:line] message
 _ABSL = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+) +\d+ [^\]]*\] (.*)$")
@@ -115,7 +111,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("\n".join(timeline(root_dir, start)))
     shutil.rmtree(root_dir, ignore_errors=True)
     return 0 if reached else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ Reverb server holding random Pendulum-like transitions, against a call of
 the already traced update, in wall and CPU seconds, so the chaos tool's
 recovery figures (benchmarks/chaos.py) can be split into their parts.
 
-    python benchmarks/recovery_cost.py --env_name=Pendulum-v1 --repeats=3
+    python benchmarks/probe.py recovery_cost --env_name=Pendulum-v1 --repeats=3
 
 --mode=channel times the other part, reconnecting: a server is stopped for
 --down_s while a client keeps asking it (as a job's clients do), then started
@@ -176,7 +176,10 @@ def main(argv=None) -> int:
     import subprocess
 
     for _ in range(args.repeats):
-        child = [sys.executable, os.path.abspath(__file__), "--child", *(argv or sys.argv[1:])]
+        probe = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probe.py"
+        )
+        child = [sys.executable, probe, "recovery_cost", "--child", *(argv or sys.argv[1:])]
         done = subprocess.run(child, capture_output=True, text=True)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
         if not lines:
@@ -188,7 +191,3 @@ def main(argv=None) -> int:
             with open(args.out, "a") as f:
                 f.write(json.dumps(result) + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

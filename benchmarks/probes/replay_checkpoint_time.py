@@ -6,15 +6,16 @@ environment's preset (default: HalfCheetahBulletEnv-v0, 1M transitions at
 K=8) through the actors' writer, then times `ServerLoop.checkpoint()` (the
 Reverb save plus the move among the kept checkpoints) and a restore.
 
-    python benchmarks/replay_checkpoint_time.py [--env_name=...] [--fill=1.0]
+    python benchmarks/probe.py replay_checkpoint_time [--env_name=...] [--fill=1.0]
 """
 
+import argparse
 import os
 import tempfile
 import time
+from typing import List, Optional
 
 import numpy as np
-from absl import app, flags
 
 import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
 from sac_distributed import config as config_lib
@@ -22,10 +23,6 @@ from sac_distributed import replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.jobs.server import ServerLoop, make_server
 from sac_distributed.runtime import Metrics
-
-flags.DEFINE_string("env_name", "HalfCheetahBulletEnv-v0", "Environment whose preset to use.")
-flags.DEFINE_float("fill", 1.0, "Fraction of the replay capacity to fill.")
-FLAGS = flags.FLAGS
 
 
 def _fill(server, specs, transitions: int) -> float:
@@ -40,13 +37,17 @@ def _fill(server, specs, transitions: int) -> float:
     return time.monotonic() - start
 
 
-def main(_) -> None:
-    hparams = config_lib.hyperparams_for(FLAGS.env_name)
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env_name", default="HalfCheetahBulletEnv-v0", help="whose preset to use")
+    p.add_argument("--fill", type=float, default=1.0, help="share of the replay capacity to fill")
+    args = p.parse_args(argv)
+    hparams = config_lib.hyperparams_for(args.env_name)
     root = tempfile.mkdtemp(prefix="replay_ckpt_")
-    config = config_lib.ServerConfig(FLAGS.env_name, hparams, root, port=0)
-    specs = specs_lib.specs_for(FLAGS.env_name)
+    config = config_lib.ServerConfig(args.env_name, hparams, root, port=0)
+    specs = specs_lib.specs_for(args.env_name)
     server = make_server(config)
-    transitions = int(hparams.replay_buffer_capacity * FLAGS.fill)
+    transitions = int(hparams.replay_buffer_capacity * args.fill)
     fill_s = _fill(server, specs, transitions)
     loop = ServerLoop(config, server, Metrics(None))
     start = time.monotonic()
@@ -60,11 +61,8 @@ def main(_) -> None:
     items = replay.table_info(restored.localhost_client(), replay.REPLAY_TABLE).current_size
     restored.stop()
     print(
-        f"{FLAGS.env_name}: {transitions} transitions (K={hparams.transitions_per_item}, "
+        f"{args.env_name}: {transitions} transitions (K={hparams.transitions_per_item}, "
         f"filled in {fill_s:.0f} s): checkpoint {size / 2**20:.0f} MiB saved in {save_s:.1f} s, "
         f"restored ({items} items) in {restore_s:.1f} s"
     )
-
-
-if __name__ == "__main__":
-    app.run(main)
+    return 0

@@ -7,7 +7,7 @@ randomness of a greedy policy), both from the per-episode spread (std/sqrt(N))
 and from disjoint blocks of N episodes. The last line is JSON; --output also
 writes it to a file.
 
-    python benchmarks/eval_noise.py --policy_dir=/tmp/run --episodes=100 \\
+    python benchmarks/probe.py eval_noise --policy_dir=/tmp/run --episodes=100 \\
         --output=benchmarks/results/learning/eval_noise_Pendulum-v1.json
 """
 
@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 from typing import List, Optional, Sequence
 
 import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow is imported)
@@ -78,7 +77,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             f.write(line + "\n")
     print(line)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ little; the mean of the evals over a window says more. Reads the
 OUT/runs/<env>; a group found under several --runs directories is merged
 (e.g. seeds 0-2 in one sweep's output and 3-5 in another's).
 
-    python benchmarks/mean_return.py \\
+    python benchmarks/learning_report.py mean_return \\
         --runs=benchmarks/results/learning/runs/Walker2DBulletEnv-v0 \\
         --runs=benchmarks/results/learning_walker_sb3_50k/runs/Walker2DBulletEnv-v0 \\
         --groups=ours-preset,sb3-preset --window=20000,50000,5000 --versus=sb3-preset
@@ -25,13 +25,9 @@ import functools
 import math
 import os
 import statistics
-import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from benchmarks.learning_report import mean_return, read_points  # noqa: E402
+from benchmarks.learning_report import mean_return, read_points
 
 
 def seed_means(
@@ -137,7 +133,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             if group != args.versus:
                 print(versus_line(group, group_means, args.versus, means[args.versus]))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ appended for actors); the last reading of each process counts. Prints JSON
 (CPU seconds per job, the run's wall seconds, and its learner's last
 "steps/s" figures) and writes it to --out when given:
 
-    python benchmarks/job_cpu.py --out=/tmp/cpu.json -- \\
+    python benchmarks/probe.py job_cpu --out=/tmp/cpu.json -- \\
         --root_dir=/tmp/run --env_name=HalfCheetahBulletEnv-v0 --num_iterations=8000 \\
         --samples_per_insert=256 --eval_interval=2500 --num_eval_episodes=10 --wait_for_eval
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,10 +27,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import psutil
 
-if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from benchmarks.bench.sac_launch import sac_launch_executable  # noqa: E402
+from benchmarks.bench.sac_launch import sac_launch_executable
 
 _JOB = re.compile(r"sac_distributed\.bin\.(\w+)")
 _TASK = re.compile(r"--task(?:_id)?=(\d+)")
@@ -95,12 +91,16 @@ def run(launch_flags: List[str], log_path: str, interval_s: float = 1.0) -> Dict
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--" not in argv:
-        sys.exit("Usage: job_cpu.py [--out=FILE] [--log=FILE] -- <sac-launch flags>")
-    split = argv.index("--")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog="then: -- <sac-launch flags>"
+    )
     parser.add_argument("--out", help="also write the JSON here")
     parser.add_argument("--log", default="job_cpu.log", help="sac-launch's output")
+    if "--" not in argv:
+        if "-h" in argv or "--help" in argv:
+            parser.parse_args(argv)  # prints the help and exits
+        sys.exit("Usage: probe.py job_cpu [--out=FILE] [--log=FILE] -- <sac-launch flags>")
+    split = argv.index("--")
     args = parser.parse_args(argv[:split])
     result = run(argv[split + 1 :], args.log)
     text = json.dumps(result, indent=1)
@@ -109,7 +109,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(args.out, "w") as f:
             f.write(text + "\n")
     return 0 if result["exit_code"] == 0 else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

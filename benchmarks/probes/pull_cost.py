@@ -10,7 +10,7 @@ the preset's policy weights once, and times from a second client:
 Milliseconds per call, wall and CPU of this process, as JSON on stdout (and in
 --out when given):
 
-    python benchmarks/pull_cost.py --env_name=HalfCheetahBulletEnv-v0 --calls=300
+    python benchmarks/probe.py pull_cost --env_name=HalfCheetahBulletEnv-v0 --calls=300
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import portpicker
@@ -86,19 +86,16 @@ def measure(env_name: str, calls: int) -> Dict[str, object]:
         server.wait()
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env_name", default="HalfCheetahBulletEnv-v0")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--out", default="")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = measure(args.env_name, args.calls)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

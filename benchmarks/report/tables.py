@@ -1,0 +1,452 @@
+"""The published results tables, generated from the committed runs.
+
+Every table here is computed from the runs under benchmarks/results/ that git
+tracks (a run the learning benchmark is still writing, or one not committed yet,
+is left out), so README.md and the docs site cannot drift from the data:
+
+    python benchmarks/learning_report.py tables           # rewrite the files
+    python benchmarks/learning_report.py tables --check   # exit 1 where one differs
+
+One rule for every cell. A row is one set of runs: one output directory's env and
+system-variant, or a few directories holding more seeds of the same setting. A
+return cell is the median [min, max], over every finished seed of that set, of the
+greedy evaluation return interpolated at the mark (`learning_report.return_at`),
+rounded to the nearest unit (Minitaur: hundredths). A cell that covers fewer seeds
+than its row (a mark past some seeds' budget) says how many it covers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import subprocess
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from benchmarks import learning_report
+from benchmarks.learning_report import REFERENCE, REFERENCE_NAME, Run, return_at
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS_DIR = os.path.join("benchmarks", "results")
+GENERATED_DIR = os.path.join("docs", "generated")
+GLANCE_FILE = os.path.join(GENERATED_DIR, "results-at-a-glance.md")
+BY_ENV_FILE = os.path.join(GENERATED_DIR, "results-by-env.md")
+README = "README.md"
+GLANCE_BEGIN = "<!-- generated:results-at-a-glance:begin -->"
+GLANCE_END = "<!-- generated:results-at-a-glance:end -->"
+COMMAND = "python benchmarks/learning_report.py tables"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSet:
+    """The runs one row stands for: (output directory, system-variant) pairs of one env."""
+
+    env_name: str
+    label: str
+    sources: Tuple[Tuple[str, str], ...]  # (directory under benchmarks/results, group)
+    note: str = ""  # what the set is, or why seeds are left out
+
+    def paths(self) -> List[str]:
+        return [f"{RESULTS_DIR}/{d}/runs/{self.env_name}/{g}" for d, g in self.sources]
+
+
+def _set(env: str, label: str, *sources: Tuple[str, str], note: str = "") -> RunSet:
+    return RunSet(env, label, tuple(sources), note)
+
+
+PENDULUM = _set("Pendulum-v1", "ours, preset", ("learning", "ours-preset"))
+INVERTED = _set(
+    "InvertedPendulumBulletEnv-v0",
+    "ours, preset",
+    ("learning", "ours-huberavg005"),
+    note="the preset's values, run as the variant `huberavg005`",
+)
+HALFCHEETAH = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
+HALFCHEETAH_300K = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
+CROSSQ = _set("HalfCheetahBulletEnv-v0", "ours, CrossQ", ("crossq_halfcheetah", "ours-crossq"))
+HOPPER = _set("HopperBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
+HOPPER_300K = _set("HopperBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
+WALKER_300K = _set(
+    "Walker2DBulletEnv-v0",
+    "ours, preset",
+    ("learning_walker_300k", "ours-zoo256"),
+    note="the preset's values, run as the variant `zoo256`",
+)
+ANT = _set(
+    "AntBulletEnv-v0",
+    "ours, preset",
+    ("learning", "ours-zoo"),
+    note="the preset's values, run as the variant `zoo`",
+)
+ANT_300K = _set("AntBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
+MINITAUR = _set("MinitaurBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
+MUJOCO = {
+    env: _set(env, "ours, preset", ("learning_mujoco", "ours-preset"))
+    for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
+}
+
+# The short table of README.md and the docs: (runs, mark, budget in words).
+GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
+    (PENDULUM, 20_000, "20k"),
+    (INVERTED, 30_000, "30k"),
+    (HALFCHEETAH, 100_000, "100k"),
+    (HALFCHEETAH_300K, 300_000, "300k"),
+    (CROSSQ, 100_000, "100k"),
+    (HOPPER, 100_000, "100k"),
+    (HOPPER_300K, 300_000, "300k"),
+    (WALKER_300K, 100_000, "100k of 300k runs"),
+    (WALKER_300K, 300_000, "300k"),
+    (ANT, 100_000, "100k"),
+    (ANT_300K, 300_000, "300k"),
+    (MINITAUR, 110_000, "110k (100k SGD steps)"),
+    *((runs, 100_000, "100k") for runs in MUJOCO.values()),
+)
+
+_FORMER_WALKER = "former preset (`_LOCOMOTION`)"
+# The tables per env: (marks, the preset's runs and the peers that ran with the same
+# hyperparameters). Ablations are in benchmarks/LEARNING.md.
+BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
+    "Pendulum-v1": (
+        (5_000, 10_000, 20_000),
+        (
+            PENDULUM,
+            _set("Pendulum-v1", "SB3, same hyperparameters", ("learning", "sb3-preset")),
+            _set("Pendulum-v1", "stock TF-Agents loop", ("learning", "stock-preset")),
+        ),
+    ),
+    "InvertedPendulumBulletEnv-v0": (
+        (10_000, 20_000, 30_000),
+        (
+            INVERTED,
+            _set(
+                "InvertedPendulumBulletEnv-v0",
+                "ours, old preset (1-step, gamma 0.99)",
+                ("learning", "ours-n1g99"),
+            ),
+            _set(
+                "InvertedPendulumBulletEnv-v0",
+                "SB3, old preset's hyperparameters",
+                ("learning", "sb3-n1g99"),
+            ),
+            _set(
+                "InvertedPendulumBulletEnv-v0",
+                "stock TF-Agents loop, old preset's",
+                ("learning", "stock-n1g99"),
+            ),
+        ),
+    ),
+    "HalfCheetahBulletEnv-v0": (
+        (50_000, 100_000, 200_000, 300_000),
+        (
+            HALFCHEETAH,
+            _set(
+                "HalfCheetahBulletEnv-v0", "SB3, same hyperparameters", ("learning", "sb3-preset")
+            ),
+            HALFCHEETAH_300K,
+            CROSSQ,
+        ),
+    ),
+    "HopperBulletEnv-v0": (
+        (50_000, 100_000, 200_000, 300_000),
+        (
+            HOPPER,
+            _set("HopperBulletEnv-v0", "SB3, same hyperparameters", ("learning", "sb3-preset")),
+            HOPPER_300K,
+        ),
+    ),
+    "Walker2DBulletEnv-v0": (
+        (50_000, 100_000, 200_000, 300_000),
+        (
+            WALKER_300K,
+            _set("Walker2DBulletEnv-v0", _FORMER_WALKER, ("learning", "ours-locomotion")),
+            _set("Walker2DBulletEnv-v0", _FORMER_WALKER, ("learning_300k", "ours-locomotion")),
+            _set(
+                "Walker2DBulletEnv-v0",
+                "SB3, former preset's hyperparameters",
+                ("learning", "sb3-preset"),
+                ("learning_walker_sb3_50k", "sb3-preset"),
+                note="seeds 0-2 to 100k, seeds 3-7 to 50k",
+            ),
+        ),
+    ),
+    "AntBulletEnv-v0": (
+        (50_000, 100_000, 200_000, 300_000),
+        (
+            ANT,
+            ANT_300K,
+            _set(
+                "AntBulletEnv-v0",
+                "SB3, same hyperparameters",
+                ("learning_ant_sb3_50k", "sb3-preset"),
+            ),
+            _set(
+                "AntBulletEnv-v0",
+                "ours, old preset (the walkers' common one)",
+                ("learning", "ours-walkers-async"),
+            ),
+        ),
+    ),
+    "MinitaurBulletEnv-v0": (
+        (50_000, 110_000),
+        (
+            MINITAUR,
+            _set(
+                "MinitaurBulletEnv-v0",
+                "SB3, same hyperparameters",
+                ("learning", "sb3-preset"),
+                note="learning_minitaur_sb3/ holds the same seeds 0-1 and another seed-2 run",
+            ),
+        ),
+    ),
+    **{env: ((50_000, 100_000), (runs,)) for env, runs in MUJOCO.items()},
+}
+
+
+def tracked_files(root: str) -> Optional[Set[str]]:
+    """The files under benchmarks/results that git tracks; None outside a git checkout."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", root, "ls-files", "-z", "--", RESULTS_DIR],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {os.path.join(root, p) for p in listed.decode().split("\0") if p}
+
+
+def load_set(root: str, runs: RunSet, tracked: Optional[Set[str]]) -> List[Run]:
+    """The finished, committed runs of a set; two runs of one seed are an error."""
+    loaded: Dict[int, Run] = {}
+    for path in runs.paths():
+        group_dir = os.path.join(root, path)
+        for seed_dir in sorted(os.listdir(group_dir)) if os.path.isdir(group_dir) else []:
+            run_dir = os.path.join(group_dir, seed_dir)
+            needed = [os.path.join(run_dir, f) for f in ("run.json", "results.csv")]
+            if tracked is not None and not all(f in tracked for f in needed):
+                continue
+            run = learning_report.load_run(runs.env_name, path.rsplit("/", 1)[1], run_dir)
+            if run is None:
+                continue
+            if run.seed in loaded:
+                raise ValueError(f"seed {run.seed} twice in {runs.label}: {runs.paths()}")
+            loaded[run.seed] = run
+    return [loaded[s] for s in sorted(loaded)]
+
+
+def _number(value: float, digits: int) -> str:
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.00"
+
+
+def stats_cell(values: Sequence[Optional[float]], digits: int, of: int) -> str:
+    """median [min, max] of the values present; says how many when fewer than `of`."""
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return "–"
+    text = _number(statistics.median(present), digits)
+    if len(present) > 1:
+        text += f" [{_number(present[0], digits)}, {_number(present[-1], digits)}]"
+    if len(present) < of:
+        text += f" ({len(present)} of {of} seeds)"
+    return text
+
+
+def seeds_text(seeds: Sequence[int]) -> str:
+    """0-2, 5, 7-9: the seeds as ranges."""
+    parts: List[str] = []
+    for seed in sorted(seeds):
+        if parts and parts[-1][1] == seed - 1:
+            parts[-1] = (parts[-1][0], seed)
+        else:
+            parts.append((seed, seed))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def _steps(mark: int) -> str:
+    return f"{mark / 1000:g}k"
+
+
+def reference_cell(env_name: str, mark: int) -> str:
+    value = REFERENCE.get(env_name, {}).get(mark)
+    if value is None:
+        return "–"
+    return f"{value:g} ({REFERENCE_NAME.get(env_name, 'SB3-zoo')})"
+
+
+def _where(runs: RunSet, links: bool) -> str:
+    if links:
+        return ", ".join(f"[{p.split('/', 2)[2]}]({p})" for p in runs.paths())
+    return ", ".join(f"`{p.split('/', 2)[2]}`" for p in runs.paths())
+
+
+def glance_table(root: str, tracked: Optional[Set[str]], links: bool) -> str:
+    """env | budget | ours | reference | runs: the preset's return at its budget."""
+    lines = [
+        "| env | env steps | ours: greedy return, median [min, max] | reference | runs |",
+        "|---|---|---|---|---|",
+    ]
+    for runs, mark, budget in GLANCE:
+        loaded = load_set(root, runs, tracked)
+        digits = learning_report.RETURN_DIGITS.get(runs.env_name, 0)
+        ours = stats_cell([return_at(r.points, mark) for r in loaded], digits, len(loaded))
+        if loaded:
+            ours += f"; {len(loaded)} seed{'s' if len(loaded) > 1 else ''}"
+        if runs.label != "ours, preset":
+            ours = f"{runs.label.removeprefix('ours, ')}: {ours}"
+        cells = [runs.env_name, budget, ours, reference_cell(runs.env_name, mark)]
+        lines.append("| " + " | ".join(cells + [_where(runs, links)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+GLANCE_NOTE = (
+    "Greedy evaluations (10 episodes each), one SGD step per env step; every committed "
+    "seed of each set of runs, one set per row, the return interpolated at the env-step "
+    "mark. References: SB3-zoo's are means of training episodes (an exploring policy, "
+    "which scores below a greedy one); Minitaur's is the TF-Agents tutorial's curve; the "
+    "MuJoCo v5 rows' are SAC on the v4 envs. Generated from the committed runs by "
+    f"`{COMMAND}`."
+)
+
+
+def env_table(root: str, tracked: Optional[Set[str]], env_name: str) -> str:
+    """One env's runs: the return at each mark, train return, time, stability."""
+    marks, sets = BY_ENV[env_name]
+    digits = learning_report.RETURN_DIGITS.get(env_name, 0)
+    header = ["runs", "budget", "seeds", *(f"@{_steps(m)}" for m in marks)]
+    header += ["train, last mark", "s to last mark", "unstable"]
+    hold = learning_report.HOLD.get(env_name)
+    if hold:
+        header.append(f"held {hold[0]:g}")
+    header.append("where")
+    lines = [f"### {env_name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    reference = REFERENCE.get(env_name, {})
+    if any(m in reference for m in marks):
+        name = REFERENCE_NAME.get(env_name, "SB3-zoo")
+        ref = [f"reference ({name})", "", ""] + [
+            f"{reference[m]:g}" if m in reference else "" for m in marks
+        ]
+        lines.append("| " + " | ".join(ref + [""] * (len(header) - len(ref))) + " |")
+    for runs in sets:
+        lines.append("| " + " | ".join(_env_row(root, tracked, runs, marks, digits, hold)) + " |")
+    notes = [f"{runs.label} ({_where(runs, False)}): {runs.note}." for runs in sets if runs.note]
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
+def _env_row(root, tracked, runs: RunSet, marks, digits: int, hold) -> List[str]:
+    loaded = load_set(root, runs, tracked)
+    n = len(loaded)
+    budget = ", ".join(sorted({_steps(r.budget) for r in loaded}, key=lambda s: float(s[:-1])))
+    cells = [
+        runs.label,
+        budget or "–",
+        f"{seeds_text([r.seed for r in loaded])} ({n})" if n else "none",
+    ]
+    cells += [stats_cell([return_at(r.points, m) for r in loaded], digits, n) for m in marks]
+    last = max(
+        (m for m in marks if any(return_at(r.points, m) is not None for r in loaded)), default=None
+    )
+    # Only the runs evaluated up to the last mark: a shorter run's episodes end earlier.
+    there = [r for r in loaded if last is not None and return_at(r.points, last) is not None]
+    train = [learning_report.train_return_at(r.episodes, last) for r in there if r.episodes]
+    cells.append(f"{stats_cell(train, digits, n)} @{_steps(last)}" if train else "–")
+    seconds = [learning_report.seconds_to_steps(r, last) for r in there]
+    cells.append(f"{stats_cell(seconds, 0, n)} @{_steps(last)}" if seconds else "–")
+    unstable = [r.seed for r in loaded if learning_report.is_unstable(r.points)]
+    cells.append(seeds_text(unstable) or "none")
+    if hold:
+        held = [learning_report.holds(r.points, *hold) for r in loaded]
+        reached = sum(learning_report.hold_status(r.points, *hold) != "never" for r in loaded)
+        cells.append(f"{sum(h is True for h in held)} of {n} (reached: {reached})")
+    cells.append(_where(runs, False))
+    return cells
+
+
+BY_ENV_NOTE = (
+    "Cells: median [min, max] over the row's seeds; a cell that covers fewer says how "
+    "many. `@Nk`: greedy evaluation return interpolated at N thousand env steps. Train: "
+    "the mean return of the last 10 training episodes (the exploring policy, the measure "
+    "of SB3-zoo's monitor logs) ended by the row's last mark; – where the runs kept no "
+    "training episodes. s to last mark: wall seconds from a run's start (start-up included) "
+    "to its first evaluation at or past the row's last mark; the runs often shared the 2-core "
+    "machine with other runs or test suites, so these are upper bounds, not speed figures. "
+    "Unstable: seeds that lost half of what they had gained over their first evaluation "
+    "for 3 evaluations in a row."
+)
+
+
+def render(root: str = REPO_ROOT) -> Dict[str, str]:
+    """The generated files' text by path relative to the repository root."""
+    tracked = tracked_files(root)
+    glance = glance_table(root, tracked, links=False)
+    by_env = [env_table(root, tracked, env) for env in BY_ENV]
+    header = f"<!-- Generated by `{COMMAND}` from the committed runs: do not edit. -->\n\n"
+    readme_path = os.path.join(root, README)
+    with open(readme_path) as f:
+        readme = f.read()
+    block = glance_table(root, tracked, links=True) + "\n" + GLANCE_NOTE + "\n"
+    return {
+        GLANCE_FILE: header + glance + "\n" + GLANCE_NOTE + "\n",
+        BY_ENV_FILE: header + "\n".join(by_env) + "\n" + BY_ENV_NOTE + "\n",
+        README: replace_block(readme, block),
+    }
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with what lies between the at-a-glance markers replaced by `block`."""
+    start, end = text.find(GLANCE_BEGIN), text.find(GLANCE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{README} has no {GLANCE_BEGIN} ... {GLANCE_END} markers")
+    note = f"<!-- Generated by `{COMMAND}` from the committed runs: do not edit. -->\n"
+    return text[: start + len(GLANCE_BEGIN)] + "\n" + note + block + text[end:]
+
+
+def write(out_root: str, root: str = REPO_ROOT) -> List[str]:
+    """Writes the generated files under `out_root`; returns their paths."""
+    written = []
+    for rel, text in render(root).items():
+        path = os.path.join(out_root, rel)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        written.append(path)
+    return written
+
+
+def differing(root: str = REPO_ROOT) -> List[str]:
+    """The generated files whose committed text differs from what the runs give now."""
+    stale = []
+    for rel, text in render(root).items():
+        path = os.path.join(root, rel)
+        try:
+            with open(path) as f:
+                same = f.read() == text
+        except OSError:
+            same = False
+        if not same:
+            stale.append(rel)
+    return stale
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when a committed file differs from what the runs give",
+    )
+    p.add_argument(
+        "--out_dir",
+        default=REPO_ROOT,
+        help="where to write docs/generated/*.md and README.md (default: the repository)",
+    )
+    args = p.parse_args(argv)
+    if args.check:
+        stale = differing()
+        for rel in stale:
+            print(f"{rel} differs from the committed runs: run `{COMMAND}`")
+        return 1 if stale else 0
+    for path in write(args.out_dir):
+        print(path)
+    return 0

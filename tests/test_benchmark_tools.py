@@ -1,0 +1,104 @@
+"""benchmarks/: each entry script answers --help as a file, probe.py and learning_report.py
+dispatch every mode, and a tiny probe runs against a real Reverb server process."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import learning_report, probe
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENTRY_SCRIPTS = [
+    "chaos.py",
+    "compare.py",
+    "learning.py",
+    "learning_report.py",
+    "peer_sb3.py",
+    "peer_sb3loop.py",
+    "peer_stock.py",
+    "probe.py",
+]
+SB3_PYTHON = os.path.join(REPO, "benchmarks", ".venv-sb3", "bin", "python")
+
+
+def _run(*argv: str, python: str = sys.executable, timeout: int = 600):
+    # From another directory: the scripts must not rely on the current one.
+    return subprocess.run([python, *argv], capture_output=True, text=True, timeout=timeout, cwd="/")
+
+
+def test_the_entry_scripts_are_the_documented_eight():
+    entries = sorted(
+        f
+        for f in os.listdir(os.path.join(REPO, "benchmarks"))
+        if f.endswith(".py")
+        and 'if __name__ == "__main__":' in open(os.path.join(REPO, "benchmarks", f)).read()
+    )
+    assert entries == ENTRY_SCRIPTS
+    with open(os.path.join(REPO, "benchmarks", "README.md")) as f:
+        readme = f.read()
+    for script in ENTRY_SCRIPTS:
+        assert f"`{script}" in readme, script
+
+
+@pytest.mark.parametrize("script", ENTRY_SCRIPTS)
+def test_each_entry_script_answers_help_when_run_as_a_file(script):
+    done = _run(os.path.join(REPO, "benchmarks", script), "--help")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "usage:" in done.stdout
+
+
+@pytest.mark.parametrize("mode", sorted(set(probe.MODES) - {"update_parity_sb3"}))
+def test_every_probe_mode_answers_help(mode, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        probe.main([mode, "--help"])
+    assert stopped.value.code == 0
+    assert f"usage: probe.py {mode}" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not os.path.exists(SB3_PYTHON), reason="needs make bench-sb3")
+def test_the_sb3_side_of_update_parity_answers_help_under_the_sb3_virtualenv():
+    done = _run(
+        os.path.join(REPO, "benchmarks", "probe.py"),
+        "update_parity_sb3",
+        "--help",
+        python=SB3_PYTHON,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--inputs" in done.stdout
+
+
+def test_probe_lists_its_modes_and_refuses_an_unknown_one(capsys):
+    assert probe.main([]) == 2
+    listed = capsys.readouterr().out
+    assert all(mode in listed for mode in probe.MODES)
+    assert probe.main(["no_such_mode"]) == 2
+    assert "unknown mode 'no_such_mode'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", sorted(learning_report.COMMANDS))
+def test_every_learning_report_command_answers_help(command, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        learning_report.main([command, "--help"])
+    assert stopped.value.code == 0
+    assert f"usage: learning_report.py {command}" in capsys.readouterr().out
+
+
+def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
+    out = tmp_path / "pull.json"
+    done = _run(
+        os.path.join(REPO, "benchmarks", "probe.py"),
+        "pull_cost",
+        "--env_name=Pendulum-v1",
+        "--calls=3",
+        f"--out={out}",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result == json.loads(done.stdout[done.stdout.index("{") :])
+    assert result["env_name"] == "Pendulum-v1" and result["calls"] == 3
+    assert result["weight_bytes"] > 0  # the policy weights it pushed and pulled
+    for call in ("server_info", "table_counts", "pull_unchanged", "push_and_pull"):
+        assert result[call]["wall_ms"] > 0 and result[call]["cpu_ms"] >= 0, result
