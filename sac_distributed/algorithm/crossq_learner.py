@@ -15,19 +15,32 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
-from tf_agents.policies import actor_policy, greedy_policy, policy_saver
+from tf_agents.policies import actor_policy
 
-from sac_distributed import paths
 from sac_distributed.algorithm import crossq
-from sac_distributed.algorithm import sac_learner as sac
 from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.algorithm.checkpoint_checks import CROSSQ_AGENT_KEY, check_written_by_crossq
+from sac_distributed.algorithm.checkpoints import (
+    DEFAULT_CHECKPOINTS_TO_KEEP,
+    LearnerCheckpoints,
+    PolicyExporter,
+    make_policy_savers,
+)
+from sac_distributed.algorithm.learner_base import (
+    Diagnostics,
+    LearnerVariables,
+    Losses,
+    call_update,
+    checked_losses,
+    non_finite_error,
+    traced,
+)
 from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.config import Hyperparams
-from sac_distributed.errors import CheckpointError, NonFiniteLossError
+from sac_distributed.errors import NonFiniteLossError
 
 # The checkpoint's name for the CrossQ agent; SacLearner's is "agent".
-CHECKPOINT_KEY = "crossq"
+CHECKPOINT_KEY = CROSSQ_AGENT_KEY
 
 
 class CrossQLearner:
@@ -46,13 +59,12 @@ class CrossQLearner:
         strategy: tf.distribute.Strategy,
         root_dir: str,
         seed: Optional[int] = None,
-        max_checkpoints_to_keep: int = sac.DEFAULT_CHECKPOINTS_TO_KEEP,
+        max_checkpoints_to_keep: int = DEFAULT_CHECKPOINTS_TO_KEEP,
         settings: crossq.CrossQSettings = crossq.DEFAULT_SETTINGS,
     ):
         if hparams.algorithm != "crossq":
             raise ValueError(f"CrossQLearner runs algorithm=crossq, got {hparams.algorithm!r}.")
         self._specs = specs
-        self._root_dir = root_dir
         self.strategy = strategy
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)  # the same initial weights every run
@@ -63,27 +75,13 @@ class CrossQLearner:
             self.policy = actor_policy.ActorPolicy(
                 specs.time_step, specs.action, actor_network=self.agent.actor, training=False
             )
-            acting = policy_saver.PolicySaver(
-                self.policy, batch_size=None, train_step=self.train_step
-            )
-            greedy = greedy_policy.GreedyPolicy(self.policy)
-            self._savers = {
-                "policy": acting,
-                "collect_policy": acting,
-                "greedy_policy": policy_saver.PolicySaver(
-                    greedy, batch_size=None, train_step=self.train_step
-                ),
-            }
-        assert tuple(self._savers) == paths.POLICY_NAMES
+            savers = make_policy_savers(self.policy, self.train_step)
         checkpoint = tf.train.Checkpoint(**{CHECKPOINT_KEY: self.agent}, train_step=self.train_step)
-        self._checkpoints = tf.train.CheckpointManager(
-            checkpoint,
-            paths.checkpoint_dir(root_dir),
-            max_to_keep=max_checkpoints_to_keep,
-            checkpoint_name=paths.CHECKPOINT_PREFIX,
+        self._checkpoints = LearnerCheckpoints(
+            checkpoint, self.train_step, root_dir, max_checkpoints_to_keep
         )
-        self._restore()
-        self._last_exported_step = -1
+        self._checkpoints.restore(checks=(check_written_by_crossq,))
+        self._exporter = PolicyExporter(savers, self.train_step, root_dir)
         self.retrace()
 
     @property
@@ -96,31 +94,23 @@ class CrossQLearner:
 
     @property
     def latest_checkpoint(self) -> Optional[str]:
-        return self._checkpoints.latest_checkpoint
+        return self._checkpoints.latest
 
     # --- the update --------------------------------------------------------------
 
     def retrace(self) -> None:
         """Drops the traced functions; the next call traces new ones."""
-        self._train_fn = sac._function(self._train_steps)  # noqa: SLF001  (no autograph)
-        self._diagnostics_fn = sac._function(self._diagnostics)  # noqa: SLF001
+        self._train_fn = traced(self._train_steps)
+        self._diagnostics_fn = traced(self._diagnostics)
 
-    def step(self, iterator: Iterator, num_steps: int = 1) -> sac.Losses:
+    def step(self, iterator: Iterator, num_steps: int = 1) -> Losses:
         """Runs `num_steps` CrossQ updates on batches from `iterator`; the last losses.
 
         Raises NonFiniteLossError on a NaN or inf loss, and the iterator's own
         errors, as SacLearner.step.
         """
-        try:
-            outputs = self._train_fn(iterator, tf.constant(num_steps))
-        except tf.errors.InvalidArgumentError as error:
-            if "inf or nan" not in error.message:
-                raise
-            raise self._non_finite(error.message.splitlines()[0]) from None
-        losses = sac.Losses(*(float(x) for x in outputs))
-        if not all(np.isfinite(losses)):
-            raise self._non_finite(f"total, critic, actor, alpha losses = {list(losses)}")
-        return losses
+        outputs = call_update(self._train_fn, iterator, num_steps, self._non_finite)
+        return checked_losses(outputs, self._non_finite)
 
     def _train_steps(self, iterator, num_steps: tf.Tensor):
         """A tf.while_loop of CrossQ updates (one replica: --strategy=default)."""
@@ -134,10 +124,10 @@ class CrossQLearner:
         _, losses = tf.while_loop(lambda i, _: i < num_steps, body, start)
         return losses
 
-    def diagnostics(self, iterator: Iterator) -> sac.Diagnostics:
+    def diagnostics(self, iterator: Iterator) -> Diagnostics:
         """Entropy and mean Q (inference mode) on one batch, and the temperature."""
         entropy, q_value = (float(x) for x in self._diagnostics_fn(iterator))
-        return sac.Diagnostics(entropy, q_value, self.alpha)
+        return Diagnostics(entropy, q_value, self.alpha)
 
     def _diagnostics(self, iterator):
         def replica_fn(experience):
@@ -150,12 +140,7 @@ class CrossQLearner:
 
     def _non_finite(self, detail: str) -> NonFiniteLossError:
         kept = self.latest_checkpoint or "none yet"
-        return NonFiniteLossError(
-            f"CrossQ loss became NaN or inf at train_step {self.train_step_numpy} ({detail}). "
-            f"Nothing from this step was saved; the last good checkpoint ({kept}) is kept. "
-            "Lower the learning rates or reward_scale_factor, or check the environment's "
-            "rewards, then restart to resume from it."
-        )
+        return non_finite_error("CrossQ", self.train_step_numpy, kept, detail)
 
     # --- what acting needs ---------------------------------------------------------
 
@@ -167,57 +152,17 @@ class CrossQLearner:
         """Always the identity: the actor's input BatchRenorm is folded into its weights."""
         return ObservationNormalization.identity(self._specs.observation.shape)
 
-    def variables(self) -> sac.LearnerVariables:
-        return sac.LearnerVariables(
+    def variables(self) -> LearnerVariables:
+        return LearnerVariables(
             self.policy_weights(), self.train_step_numpy, self.observation_normalization()
         )
 
-    # --- checkpoints and exports: SacLearner's, which read only the attributes
-    # set above (_checkpoints, _savers, _root_dir, _last_exported_step) ---------
+    # --- checkpoints and exports ---------------------------------------------------
 
-    save_checkpoint = sac.SacLearner.save_checkpoint
-    _checkpoint_path = sac.SacLearner._checkpoint_path  # noqa: SLF001
-    export_policies = sac.SacLearner.export_policies
+    def save_checkpoint(self) -> bool:
+        """Writes ckpt-<train_step>; on failure keeps the previous one as the latest."""
+        return self._checkpoints.save()
 
-    def _restore(self) -> None:
-        """Restores the newest readable checkpoint, falling back past damaged ones."""
-        candidates = sac._checkpoints_newest_first(self._checkpoints)  # noqa: SLF001
-        if not candidates:
-            logging.info("No checkpoint in %s: starting from scratch.", self._checkpoints.directory)
-            return
-        failures = []
-        for path in candidates:
-            _check_written_by_crossq(path)
-            try:
-                self._checkpoints.checkpoint.restore(path).assert_existing_objects_matched()
-            except Exception as error:  # any unreadable file; an older one restores in full
-                reason = str(error).splitlines()[0][:300]
-                if sac._SHAPE_MISMATCH in reason:  # noqa: SLF001
-                    raise sac._other_networks_error(path, reason) from None  # noqa: SLF001
-                failures.append(f"{path}: {type(error).__name__}: {reason}")
-                logging.warning(
-                    "Checkpoint %s is unreadable (%s); trying an older one.", path, reason
-                )
-                continue
-            logging.info("Restored %s (train_step=%d).", path, self.train_step_numpy)
-            return
-        raise CheckpointError(
-            f"None of the checkpoints in {self._checkpoints.directory} could be read:\n  "
-            + "\n  ".join(failures)
-            + "\nMove the directory aside to start from scratch, or restore it from a backup."
-        )
-
-
-def _check_written_by_crossq(path: str) -> None:
-    """Refuses a SAC learner's checkpoint (restoring would read as damage)."""
-    try:
-        names = [name for name, _ in tf.train.list_variables(path)]
-    except Exception:  # an unreadable index: _restore reports it, then falls back
-        return
-    if any(n.startswith(f"{CHECKPOINT_KEY}/") for n in names):
-        return
-    if any(n.startswith("agent/") for n in names):
-        raise CheckpointError(
-            f"The checkpoint {path} was written by the SAC learner, and this learner runs "
-            "--algorithm=crossq. Pass --algorithm=sac to resume it, or use a new root_dir."
-        )
+    def export_policies(self) -> None:
+        """Writes full SavedModels of all three policies, replacing the old ones."""
+        self._exporter.export()
