@@ -1,91 +1,26 @@
-"""Kubernetes manifests and Docker Compose commands, rendered from the job definitions.
-
-A cluster runs the same jobs as `sac-launch` (one Reverb server, one learner,
-N actors, one evaluator), so their command lines come from the same place:
-`job_definitions.make_run_configs` builds the typed configs and
-`job_definitions.job_specs` writes each job's flags. This module only adds
-what a container platform needs around them: the server's address is its
-Service name instead of localhost, the run directory is a shared volume at
-DATA_DIR, and the binary is the console script that the image installs.
-
-* `kubernetes_manifests()`: a StatefulSet and Service for the server (with a
-  volume claim for replay checkpoints), a Deployment of actors, a Job each for
-  the learner (GPU request optional) and the evaluator, TensorBoard, a shared
-  volume claim for root_dir and a NetworkPolicy that admits only the run's
-  client pods to the Reverb port. Hyperparameters are written in full, as the
-  local launcher writes them, so a manifest says what runs whatever presets
-  the image carries.
-* `compose_commands()`: the command lines of launch/docker-compose.yml. That
-  file takes the environment from $SAC_ENV_NAME, so its commands leave out the
-  hyperparameters that equal the environment's preset (each binary fills them
-  from the same preset) and spell --env_name as a Compose variable.
-
-Replay shards (--num_replay_shards=N > 1): on Kubernetes the server's
-StatefulSet gets N replicas, started in parallel, each with its own replay
-volume, and its Service becomes headless, so that pod i is reachable as
-`sac-reverb-server-<i>.sac-reverb-server`; every replica runs one command whose
---replay_shard comes from the pod's ordinal, which Kubernetes (1.28 and later)
-puts in the pod label `apps.kubernetes.io/pod-index`: an environment variable
-reads it through the downward API and the command refers to it as
-$(REPLAY_SHARD), which Kubernetes expands. (One StatefulSet per shard would
-also work on older clusters, at the price of N copies of every object; a
-shell wrapper that cuts the ordinal off $HOSTNAME would hide the command
-line in a string.) For Compose, the rendered services are an override file
-for launch/docker-compose.yml: shard 0 is its `reverb_server`, shard i a new
-service `reverb_server_<i>` with the same image, volume, network, health check
-and stop grace period.
-
-Every replica of the actor Deployment (and of the Compose service) runs the
-same command, i.e. --task=0, which is safe without --seed: each replica seeds
-itself from OS entropy. `to_yaml` writes the manifests without PyYAML, which
-is not a dependency of the package.
-"""
+"""Kubernetes: the run's manifests (server StatefulSet and Service, learner and
+evaluator Jobs, actor Deployment, TensorBoard, volume claims, NetworkPolicy)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional
 
-from sac_distributed import config as config_lib
 from sac_distributed import paths
 from sac_distributed.config import ConfigError, LaunchConfig
 from sac_distributed.launchers import job_definitions
-
-ENGINES = ("kubernetes", "compose")
-DATA_DIR = "/data"  # where every job's volume is mounted; --root_dir
-REVERB_PORT = config_lib.DEFAULT_PORT
-TENSORBOARD_PORT = 6006
-ACTOR = "actor"  # the job name of every actor replica
-JOBS = (job_definitions.SERVER, job_definitions.LEARNER, ACTOR, job_definitions.EVALUATOR)
-TENSORBOARD = "tensorboard"
-# The console script of each binary (setup.py's entry points): what the image runs.
-SCRIPTS = {
-    "sac_distributed.bin.reverb_server": "sac-reverb-server",
-    "sac_distributed.bin.learner": "sac-learner",
-    "sac_distributed.bin.actor": "sac-actor",
-    "sac_distributed.bin.evaluator": "sac-evaluator",
-}
-TENSORBOARD_COMMAND = (
-    "tensorboard",
-    f"--logdir={DATA_DIR}",
-    "--host=0.0.0.0",
-    f"--port={TENSORBOARD_PORT}",
+from sac_distributed.launchers.manifests.common import (
+    ACTOR,
+    DATA_DIR,
+    DEFAULT_IMAGE,
+    REVERB_PORT,
+    TENSORBOARD,
+    TENSORBOARD_COMMAND,
+    TENSORBOARD_PORT,
+    healthcheck_argv,
+    job_commands,
 )
 
-# --- Compose ---------------------------------------------------------------------
-COMPOSE_SERVICES = {
-    job_definitions.SERVER: "reverb_server",
-    job_definitions.LEARNER: "learner",
-    ACTOR: "actor",
-    job_definitions.EVALUATOR: "evaluator",
-    TENSORBOARD: "tensorboard",
-}
-COMPOSE_ENV_VARIABLE = "SAC_ENV_NAME"
-COMPOSE_SERVER_GRACE = "120s"  # launch/docker-compose.yml's stop_grace_period of the server
-
-# --- Kubernetes --------------------------------------------------------------------
 PREFIX = "sac-"  # resource names: sac-reverb-server, sac-actor, ...
 COMPONENTS = {
     job_definitions.SERVER: "reverb-server",
@@ -122,26 +57,11 @@ GRACE_S = {job_definitions.SERVER: 120, job_definitions.LEARNER: 120, ACTOR: 45}
 RESTART_LIMIT = 10  # a Job's backoffLimit: clients exit non-zero when the server is away
 
 
-# The image name the READMEs write for "yours"; rendering it is almost surely a mistake.
-PLACEHOLDER_IMAGE = re.compile(r"(^|/)REGISTRY/|:TAG$")
-
-
-def image_warning(image: str) -> Optional[str]:
-    """A warning when `image` is still the documentation's placeholder, else None."""
-    if not PLACEHOLDER_IMAGE.search(image):
-        return None
-    return (
-        f"--image={image} is the documentation's placeholder: build launch/Dockerfile's image, "
-        "push it where the cluster pulls from, and pass its name "
-        "(e.g. --image=registry.example.com/sac-distributed:0.1.0)."
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class KubernetesConfig:
     """What the cluster adds to a run's job definitions."""
 
-    image: str = "sac-distributed:latest"
+    image: str = DEFAULT_IMAGE
     learner_gpus: int = 0  # 0: the learner requests no GPU and trains on CPU (as sac-launch)
     data_volume_size: str = "20Gi"  # root_dir: checkpoints, policies, summaries
     replay_volume_size: str = "20Gi"  # replay checkpoints (a full HalfCheetah table: 203 MiB)
@@ -162,46 +82,6 @@ class KubernetesConfig:
             raise ConfigError("image must name a container image.")
 
 
-def healthcheck_argv(port: int = REVERB_PORT) -> List[str]:
-    """The server's health check, run inside its container: a TCP connect to the port.
-
-    Compose's healthcheck and the Kubernetes probes run this same command.
-    """
-    probe = f'import socket; socket.create_connection(("localhost", {port}), 5).close()'
-    return ["python", "-c", probe]
-
-
-def job_commands(
-    launch: LaunchConfig, server_hosts: Union[str, Sequence[str]], preset_hparams: bool = False
-) -> Dict[str, List[str]]:
-    """Job -> its container's command line: each server (`job_definitions.server_names`),
-    the learner, the actor and the evaluator.
-
-    Clients address shard i's server as `server_hosts[i]`:REVERB_PORT (one host
-    for an unsharded run). With `preset_hparams`, hyperparameters equal to the
-    environment's preset are left out (the binaries fill them in from that preset).
-    """
-    if launch.seed is not None and launch.num_actors > 1:
-        raise ConfigError(
-            "--seed with several actors: every replica runs the same command, so they "
-            "would all collect the same experience. Leave --seed out (each replica "
-            "seeds itself from OS entropy)."
-        )
-    configs = job_definitions.make_run_configs(
-        dataclasses.replace(launch, num_actors=1), REVERB_PORT, hosts=server_hosts
-    )
-    preset = config_lib.hyperparams_for(launch.env_name)
-    # An env without a preset derives some values from others (config.generic_defaults),
-    # so each of its jobs gets every value spelled out.
-    drop = preset_hparams and launch.env_name in config_lib.PRESETS
-    dropped = set(job_definitions.hyperparam_flags(preset)) if drop else set()
-    commands = {}
-    for spec in job_definitions.job_specs(configs):
-        job = ACTOR if spec.name.startswith(f"{ACTOR}_") else spec.name
-        commands[job] = [SCRIPTS[spec.module], *(f for f in spec.flags if f not in dropped)]
-    return commands
-
-
 def replay_mounts(num_shards: int) -> List[str]:
     """Where each server pod mounts its own replay volume: at every shard's replay
     checkpoint directory (`paths.replay_checkpoint_dir`), because the replicas
@@ -216,75 +96,6 @@ def kubernetes_server_hosts(num_shards: int) -> List[str]:
     if num_shards == 1:
         return [name]
     return [f"{name}-{shard}.{name}" for shard in range(num_shards)]
-
-
-def compose_server_services(num_shards: int) -> List[str]:
-    """Each shard's Compose service: `reverb_server` for shard 0, `reverb_server_<i>` after."""
-    base = COMPOSE_SERVICES[job_definitions.SERVER]
-    return [base] + [f"{base}_{shard}" for shard in range(1, num_shards)]
-
-
-# --- Compose -----------------------------------------------------------------------
-
-
-def compose_commands(launch: LaunchConfig) -> Dict[str, List[str]]:
-    """Compose service -> its `command:`, as launch/docker-compose.yml must have it
-    (for replay shards: the override file's services, see `compose_services`)."""
-    servers = compose_server_services(launch.num_replay_shards)
-    commands = job_commands(launch, servers, preset_hparams=True)
-    env_flag = f"--env_name={launch.env_name}"
-    variable = f"--env_name=${{{COMPOSE_ENV_VARIABLE}:-{launch.env_name}}}"
-    services = dict(zip(job_definitions.server_names(len(servers)), servers))
-    services.update({job: COMPOSE_SERVICES[job] for job in commands if job not in services})
-    rendered = {
-        services[job]: [variable if arg == env_flag else arg for arg in argv]
-        for job, argv in commands.items()
-    }
-    rendered[COMPOSE_SERVICES[TENSORBOARD]] = list(TENSORBOARD_COMMAND)
-    return rendered
-
-
-def compose_services(launch: LaunchConfig) -> Dict[str, dict]:
-    """What `sac-render --engine=compose` prints: each service's `command:`.
-
-    With replay shards the result is an override file for
-    launch/docker-compose.yml (`docker compose -f launch/docker-compose.yml -f
-    <it> up`): the servers of shards 1.. are new services, defined in full like
-    `reverb_server` (image, volume, internal network, health check, grace), and
-    the clients also wait for them (depends_on).
-    """
-    commands = compose_commands(launch)
-    services: Dict[str, dict] = {name: {"command": argv} for name, argv in commands.items()}
-    servers = compose_server_services(launch.num_replay_shards)
-    for name in servers[1:]:
-        services[name].update(_compose_server_extras())
-    if len(servers) > 1:
-        for job in (job_definitions.LEARNER, ACTOR, job_definitions.EVALUATOR):
-            services[COMPOSE_SERVICES[job]]["depends_on"] = list(servers)
-    return services
-
-
-def _compose_server_extras() -> dict:
-    """What launch/docker-compose.yml gives `reverb_server` besides its command."""
-    return {
-        "image": KubernetesConfig.image,
-        "build": {"context": "..", "dockerfile": "launch/Dockerfile"},
-        "platform": "linux/amd64",
-        "volumes": [f"sac_data:{DATA_DIR}"],
-        "networks": ["reverb"],
-        "restart": "on-failure",
-        "stop_grace_period": COMPOSE_SERVER_GRACE,
-        "healthcheck": {
-            "test": ["CMD", *healthcheck_argv()],
-            "interval": "10s",
-            "timeout": "10s",
-            "retries": 3,
-            "start_period": "60s",
-        },
-    }
-
-
-# --- Kubernetes --------------------------------------------------------------------
 
 
 def name_of(job: str) -> str:
@@ -532,59 +343,3 @@ def _tensorboard(cluster: KubernetesConfig) -> dict:
             "template": _pod(TENSORBOARD, container, "Always", client=False),
         },
     }
-
-
-# --- YAML without PyYAML -------------------------------------------------------------
-
-# A string that YAML reads back as the same string when written bare.
-_PLAIN = re.compile(r"(?:[A-Za-z/_]|-[-A-Za-z])[A-Za-z0-9_./=:,@+-]*")
-_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
-
-
-def to_yaml(documents: List[Any]) -> str:
-    """Block-style YAML, one `---` document per object (dicts, lists, str, int, bool)."""
-    return "".join("---\n" + "\n".join(_lines(doc)) + "\n" for doc in documents)
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, dict) and not value:
-        return "{}"
-    if isinstance(value, list) and not value:
-        return "[]"
-    if not isinstance(value, str):
-        raise TypeError(f"to_yaml writes str, int, bool, dict and list, not {value!r}")
-    if _PLAIN.fullmatch(value) and not value.endswith(":") and value.lower() not in _YAML_WORDS:
-        return value
-    if "'" not in value and value.isprintable():
-        return f"'{value}'"  # single-quoted: nothing inside is special
-    return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
-
-
-def _is_block(value: Any) -> bool:
-    return isinstance(value, (dict, list)) and bool(value)
-
-
-def _lines(node: Any) -> List[str]:
-    lines: List[str] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if _is_block(value):
-                lines.append(f"{_scalar(key)}:")
-                lines += ["  " + line for line in _lines(value)]
-            else:
-                lines.append(f"{_scalar(key)}: {_scalar(value)}")
-    elif isinstance(node, list):
-        for item in node:
-            if _is_block(item):
-                first, *rest = _lines(item)
-                lines.append("- " + first)
-                lines += ["  " + line for line in rest]
-            else:
-                lines.append(f"- {_scalar(item)}")
-    else:
-        lines.append(_scalar(node))
-    return lines
