@@ -288,6 +288,7 @@ LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
     "test_reliability.py",  # ~190 s
     # Issue 42's files: alone at load ~20, a tenth of the CPU each; about these in a suite.
     "test_reused_root_dir.py",  # ~190 s (730 s at load 20)
+    "test_docs_examples.py",  # ~210 s alone at load ~10 (two sac-launch runs)
     "test_shards.py",  # ~150 s
     "test_learning_benchmark.py",  # ~135 s
     "test_policy_averaging.py",  # ~115 s
@@ -304,6 +305,7 @@ LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
     "test_evaluate_tool.py",  # ~50 s
     "test_seed.py",  # ~50 s
     "test_status.py",  # ~50 s
+    "test_docs.py",  # ~50 s alone at load ~10 (mkdocs build --strict, nine --helpshort)
     "test_eval_sync.py",  # ~45 s
     "test_load.py",  # ~45 s
     "test_notebook.py",  # ~45 s
