@@ -275,10 +275,14 @@ def reference_cell(env_name: str, mark: int) -> str:
     return f"{value:g} ({REFERENCE_NAME.get(env_name, 'SB3-zoo')})"
 
 
-def _where(runs: RunSet, links: bool) -> str:
-    if links:
-        return ", ".join(f"[{p.split('/', 2)[2]}]({p})" for p in runs.paths())
-    return ", ".join(f"`{p.split('/', 2)[2]}`" for p in runs.paths())
+def _where(runs: RunSet, links: bool, short: bool = False) -> str:
+    """The runs' directories: links (README) or code (the docs, whose link check
+    would refuse paths outside docs/); `short` names only the output and the group."""
+    names = []
+    for (directory, group), path in zip(runs.sources, runs.paths()):
+        text = f"{directory}: {group}" if short else path.split("/", 2)[2]
+        names.append(f"[{text}]({path})" if links else f"`{text}`")
+    return ", ".join(names)
 
 
 def glance_table(root: str, tracked: Optional[Set[str]], links: bool) -> str:
@@ -296,7 +300,7 @@ def glance_table(root: str, tracked: Optional[Set[str]], links: bool) -> str:
         if runs.label != "ours, preset":
             ours = f"{runs.label.removeprefix('ours, ')}: {ours}"
         cells = [runs.env_name, budget, ours, reference_cell(runs.env_name, mark)]
-        lines.append("| " + " | ".join(cells + [_where(runs, links)]) + " |")
+        lines.append("| " + " | ".join(cells + [_where(runs, links, short=True)]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -305,7 +309,9 @@ GLANCE_NOTE = (
     "seed of each set of runs, one set per row, the return interpolated at the env-step "
     "mark. References: SB3-zoo's are means of training episodes (an exploring policy, "
     "which scores below a greedy one); Minitaur's is the TF-Agents tutorial's curve; the "
-    "MuJoCo v5 rows' are SAC on the v4 envs. Generated from the committed runs by "
+    "MuJoCo v5 rows' are SAC on the v4 envs. Runs: "
+    "`benchmarks/results/<output>/runs/<env>/<system>-<variant>`. Generated from the "
+    "committed runs by "
     f"`{COMMAND}`."
 )
 
@@ -320,7 +326,7 @@ def env_table(root: str, tracked: Optional[Set[str]], env_name: str) -> str:
     if hold:
         header.append(f"held {hold[0]:g}")
     header.append("where")
-    lines = [f"### {env_name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"#### {env_name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     reference = REFERENCE.get(env_name, {})
     if any(m in reference for m in marks):
         name = REFERENCE_NAME.get(env_name, "SB3-zoo")

@@ -1,0 +1,113 @@
+"""benchmarks/report/tables.py: the results tables of README.md and docs/generated/,
+generated from the committed runs, and the rule every cell follows."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from benchmarks.learning_report import Point
+from benchmarks.report import tables
+
+REPO = tables.REPO_ROOT
+
+
+def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
+    written = tables.write(str(tmp_path))
+    assert sorted(os.path.relpath(p, tmp_path) for p in written) == sorted(
+        [tables.GLANCE_FILE, tables.BY_ENV_FILE, tables.README]
+    )
+    for path in written:
+        rel = os.path.relpath(path, tmp_path)
+        with open(path) as fresh, open(os.path.join(REPO, rel)) as committed:
+            assert fresh.read() == committed.read(), (
+                f"{rel} is stale: run `{tables.COMMAND}` and commit what it writes"
+            )
+    assert tables.differing() == []
+
+
+def _committed_done_seeds(paths):
+    """Seed directories under `paths` whose run.json git tracks and says done."""
+    tracked = tables.tracked_files(REPO)
+    seeds = []
+    for path in paths:
+        group_dir = os.path.join(REPO, path)
+        for seed in os.listdir(group_dir) if os.path.isdir(group_dir) else []:
+            record = os.path.join(group_dir, seed, "run.json")
+            if record in tracked:
+                with open(record) as f:
+                    if json.load(f).get("status") == "done":
+                        seeds.append(seed)
+    return seeds
+
+
+def test_every_committed_seed_of_every_row_counts():
+    tracked = tables.tracked_files(REPO)
+    sets = {runs for runs, _, _ in tables.GLANCE}
+    sets |= {runs for _, row_sets in tables.BY_ENV.values() for runs in row_sets}
+    for runs in sets:
+        loaded = tables.load_set(REPO, runs, tracked)
+        assert loaded, runs
+        assert len(loaded) == len(_committed_done_seeds(runs.paths())), runs
+
+
+def test_a_cell_is_the_rounded_median_and_range_and_says_when_it_covers_fewer_seeds():
+    assert tables.stats_cell([1.0, 2.0, 776.6], 0, 3) == "2 [1, 777]"  # rounded, not cut
+    assert tables.stats_cell([0.455, 1.286, 1.19], 2, 3) == "1.19 [0.46, 1.29]"
+    assert tables.stats_cell([10.0, None, 30.0], 0, 3) == "20 [10, 30] (2 of 3 seeds)"
+    assert tables.stats_cell([-0.001], 2, 1) == "0.00"  # never "-0.00"
+    assert tables.stats_cell([None], 0, 1) == "–"
+    assert tables.seeds_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+
+
+def _write_run(group_dir, seed, rows, status="done"):
+    run = group_dir / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(
+        json.dumps({"status": status, "started": 0.0, "env_steps_budget": rows[-1][0]})
+    )
+    lines = ["train_step,env_steps,average_return,average_episode_length,wall_time"]
+    lines += [f"{s},{s},{r},100.0,{s / 10}" for s, r in rows]
+    (run / "results.csv").write_text("\n".join(lines) + "\n")
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_only_committed_finished_runs_count_and_a_seed_twice_is_refused(tmp_path):
+    group = tmp_path / tables.RESULTS_DIR / "out" / "runs" / "Pendulum-v1" / "ours-preset"
+    _write_run(group, 0, [(1000, -900.0), (3000, -300.0)])
+    _write_run(group, 1, [(1000, -800.0), (3000, -100.0)])
+    _write_run(group, 2, [(1000, -700.0)], status="running")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", f"{group}/seed0", f"{group}/seed2")
+    runs = tables.RunSet("Pendulum-v1", "ours, preset", (("out", "ours-preset"),))
+    tracked = tables.tracked_files(str(tmp_path))
+    loaded = tables.load_set(str(tmp_path), runs, tracked)
+    assert [r.seed for r in loaded] == [0]  # seed 1 not committed, seed 2 not done
+    assert tables.load_set(str(tmp_path), runs, None)[1].seed == 1  # outside git: all
+
+    other = tmp_path / tables.RESULTS_DIR / "more" / "runs" / "Pendulum-v1" / "ours-preset"
+    _write_run(other, 0, [(1000, -500.0), (3000, -200.0)])
+    twice = tables.RunSet("Pendulum-v1", "ours", (("out", "ours-preset"), ("more", "ours-preset")))
+    with pytest.raises(ValueError, match="seed 0 twice"):
+        tables.load_set(str(tmp_path), twice, None)
+
+
+def test_the_return_at_a_mark_is_interpolated_not_the_last_eval():
+    # Minitaur's evals fall at 102k and 112.5k env steps; its mark is 110k.
+    points = [Point(90_000, 101_994, 0.796, 0.0), Point(100_000, 112_507, 0.354, 1.0)]
+    cell = tables.stats_cell([tables.return_at(points, 110_000)], 2, 1)
+    assert cell == f"{0.796 + (110_000 - 101_994) / (112_507 - 101_994) * (0.354 - 0.796):.2f}"
+    assert cell != "0.35"
+
+
+def test_the_readme_block_is_replaced_between_its_markers_only():
+    text = f"before\n{tables.GLANCE_BEGIN}\nold table\n{tables.GLANCE_END}\nafter\n"
+    new = tables.replace_block(text, "| new |\n")
+    assert new.startswith(f"before\n{tables.GLANCE_BEGIN}\n<!-- Generated by")
+    assert "old table" not in new and "| new |\n" + tables.GLANCE_END + "\nafter\n" in new
+    with pytest.raises(ValueError, match="markers"):
+        tables.replace_block("no markers here", "| new |\n")
