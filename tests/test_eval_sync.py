@@ -10,7 +10,7 @@ from conftest import ENV_NAME
 from proc_utils import DEADLINE_S, TINY_RUN_FLAGS
 
 from sac_distributed import paths
-from sac_distributed.jobs import learner_loop as learner_loop_lib
+from sac_distributed.jobs import eval_wait as eval_wait_lib
 from sac_distributed.results import EvalPoint, append_result, last_evaluated_step, read_results
 
 
@@ -29,7 +29,7 @@ def test_learner_stops_waiting_when_no_evaluator_answers(
     make_learner_config, make_learner, fill_replay, monkeypatch, caplog
 ):
     # No evaluator: the learner waits once, gives up, and still trains to the end.
-    monkeypatch.setattr(learner_loop_lib, "EVAL_WAIT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(eval_wait_lib, "EVAL_WAIT_TIMEOUT_S", 0.5)
     fill_replay(128)
     config = make_learner_config(dict(wait_for_eval=True, eval_interval=10, num_iterations=30))
     loop = make_learner(config)

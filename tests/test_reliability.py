@@ -236,7 +236,7 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
 
     from sac_distributed import config as config_lib
     from sac_distributed.algorithm import specs as specs_lib
-    from sac_distributed.jobs import learner_loop as learner_loop_lib
+    from sac_distributed.jobs import watchdog as watchdog_lib
     from sac_distributed.jobs.learner_loop import LearnerLoop
     from sac_distributed.jobs.server import make_server
     from sac_distributed.replay.connection import Connection
@@ -245,7 +245,7 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
     caplog.set_level(logging.INFO, logger="absl")
     # The hanging call is checked after 1 s, not 5 (the ping's own timeout stays):
     # the same detection, less waiting. A healthy call never lasts that long.
-    monkeypatch.setattr(learner_loop_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
+    monkeypatch.setattr(watchdog_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
     hparams = config_lib.hyperparams_for(
         "Pendulum-v1",
         dict(

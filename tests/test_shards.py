@@ -28,7 +28,7 @@ from sac_distributed import config as config_lib
 from sac_distributed import paths, replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.errors import SignatureMismatchError
-from sac_distributed.jobs import learner_loop as learner_loop_lib
+from sac_distributed.jobs import watchdog as watchdog_lib
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.jobs.learner_loop import LearnerLoop
 from sac_distributed.replay.connection import Connection
@@ -299,7 +299,7 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
 ):
     # A training call stuck on the dead shard is noticed after 1 s, not 5 (the ping's
     # own timeout stays): a healthy call never lasts long enough to be checked.
-    monkeypatch.setattr(learner_loop_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
+    monkeypatch.setattr(watchdog_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
     caplog.set_level(logging.INFO, logger="absl")
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
