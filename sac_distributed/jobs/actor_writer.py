@@ -1,0 +1,166 @@
+"""The actor's replay writing: one writer to the current replay shard, n-step rows,
+moves between shards, and the bookkeeping of what each writer wrote.
+
+`ActorWriter` owns the `replay.TransitionWriter` of the shard the actor writes
+to (its home shard, task % S, or while that is down the next live one): it
+opens a writer on every move, and books each closed writer's counts into the
+actor's `ActorStats` exactly once, per shard. With n_step > 1 it turns the
+actor's one-step rows into n-step rows (one accumulator per env).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+from absl import logging
+
+from sac_distributed import replay
+from sac_distributed.config import Hyperparams
+from sac_distributed.jobs.actor_stats import ActorStats
+from sac_distributed.jobs.shard_failover import ShardFailover
+from sac_distributed.replay.connection import Connection
+from sac_distributed.replay.layout import RowLayout
+from sac_distributed.replay.nstep import NStepAccumulator
+
+RETURN_HOME_FLUSH_MS = 5_000  # how long a returning actor waits for its last inserts there
+
+
+class ActorWriter:
+    """Writes an actor's rows to its current replay shard and books what landed.
+
+    Args:
+      connection: the actor's connection (one client per replay shard).
+      hparams: the run's hyperparameters (K, n_step, gamma).
+      layout: the replay rows' layout.
+      num_envs: environments the actor steps (one n-step accumulator each).
+      task: the actor's index; its home shard is task % num_shards.
+      failover: finds the next live shard and probes home.
+      stats: the actor's counters, into which each closed writer is booked.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        hparams: Hyperparams,
+        layout: RowLayout,
+        num_envs: int,
+        task: int,
+        failover: ShardFailover,
+        stats: ActorStats,
+    ):
+        self._connection = connection
+        self._transitions_per_item = hparams.transitions_per_item
+        self._task = task
+        self._failover = failover
+        self._stats = stats
+        self.home = task % connection.num_shards
+        self.shard = self.home
+        # New items' priority: the learner's published max with prioritized replay.
+        self._priority = replay.INITIAL_PRIORITY
+        self._n_step: Optional[List[NStepAccumulator]] = (
+            [NStepAccumulator(layout, hparams.n_step, hparams.gamma) for _ in range(num_envs)]
+            if hparams.n_step > 1
+            else None
+        )
+        self.open()
+
+    def open(self) -> None:
+        """A new writer to the current shard (it checks the shard's table stores the same K)."""
+        self.writer = replay.TransitionWriter(
+            self._connection.shards[self.shard],
+            self._transitions_per_item,
+            priority=self._priority,
+        )
+        self._booked = False
+
+    def close(self, timeout_ms: int) -> None:
+        """Closes the writer and books what it wrote (and dropped) into the stats, once."""
+        if self._booked:
+            return
+        self._booked = True
+        self.writer.close(timeout_ms=timeout_ms)
+        stats = self._stats
+        written = self.writer.transitions_written
+        stats.transitions_written += written
+        per_shard = stats.transitions_written_per_shard
+        per_shard[self.shard] = per_shard.get(self.shard, 0) + written
+        stats.transitions_unconfirmed += self.writer.transitions_unconfirmed
+        stats.transitions_dropped += self.writer.transitions_incomplete
+
+    def set_priority(self, priority: float) -> None:
+        """With prioritized replay: new items enter at the learner's published max."""
+        self._priority = self.writer.priority = priority
+
+    # --- rows --------------------------------------------------------------------
+
+    def write_rows(self, rows: np.ndarray, mask: Optional[np.ndarray] = None) -> None:
+        """One-step rows of every env (those with `mask` True) into the replay."""
+        if self._n_step is None:
+            self.writer.write_rows(rows, mask)
+            return
+        for i, row in enumerate(rows):
+            if mask is None or mask[i]:
+                self.write_row(i, row)
+
+    def write_row(self, env_index: int, row: np.ndarray) -> None:
+        """A one-step row of env `env_index`, or with n_step > 1 the n-step row it completes."""
+        if self._n_step is None:
+            self.writer.write_row(row)
+            return
+        completed = self._n_step[env_index].add(row)
+        if completed is not None:
+            self.writer.write_row(completed)
+
+    def end_episode(self, env_index: int) -> None:
+        """With n_step > 1: the episode's last steps, over fewer than n steps."""
+        if self._n_step is not None:
+            for row in self._n_step[env_index].end_episode():
+                self.writer.write_row(row)
+
+    # --- shards ------------------------------------------------------------------
+
+    def leave_shard(self, error: Exception) -> bool:
+        """Writes to the next live shard in ring order; False if none answers."""
+        self.close(timeout_ms=0)  # the shard is gone: pending items are lost
+        shard = self._failover.next_live_shard(self.shard, error)
+        if shard is None:
+            return False
+        self._move_to(shard)
+        return True
+
+    def maybe_return_home(self) -> None:
+        """While away from the home shard: every shard probe interval, back if it answers."""
+        if not self._failover.home_answers_again(self.home, self.shard):
+            return
+        self.close(timeout_ms=RETURN_HOME_FLUSH_MS)
+        self._move_to(self.home)
+
+    def reopen_home(self) -> None:
+        """After a full reconnect: a new writer to the home shard."""
+        self.shard = self.home
+        self.open()
+
+    def _move_to(self, shard: int) -> None:
+        logging.info(
+            "Actor %d: writing to replay shard %d (home shard %d).", self._task, shard, self.home
+        )
+        self.shard = shard
+        self.open()
+        self._stats.shard_moves += 1
+
+    def log_counts(self) -> None:
+        """Says in words what the counts mean, so none reads as a loss that wasn't."""
+        stats = self._stats
+        text = f"{stats.transitions_written} transitions confirmed by the server"
+        if stats.transitions_unconfirmed:
+            text += (
+                f", {stats.transitions_unconfirmed} sent but unconfirmed when the actor "
+                "stopped (the server may hold them; its insert count is the authority)"
+            )
+        if stats.transitions_dropped:
+            text += (
+                f", {stats.transitions_dropped} never sent (the rows of an incomplete last "
+                f"item of {self._transitions_per_item})"
+            )
+        logging.info("Actor %d: %s.", self._task, text)
