@@ -151,37 +151,74 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
 
 
+def _flag_name(flag: Dict[str, object]) -> str:
+    return f"--[no]{flag['name']}" if flag["boolean"] else f"--{flag['name']}"
+
+
+def _flag_row(flag: Dict[str, object]) -> str:
+    help_text = str(flag["help"])
+    if flag["enum"] and not help_text.startswith("<"):  # absl writes <a|b>: for enums
+        help_text += f" One of: {', '.join(flag['enum'])}."
+    default = flag["default"]
+    if default is None:
+        default = "None"
+    else:  # absl quotes it: '1.0'
+        if len(default) >= 2 and default[0] == default[-1] == "'":
+            default = default[1:-1]
+        default = f"`{_cell(default)}`" if default else "`''`"
+    return f"| `{_flag_name(flag)}` | {default} | {_cell(help_text)} |"
+
+
+def _shared_flags(found: Dict[str, Dict[str, object]]) -> Dict[str, Dict[str, object]]:
+    """Flags that several scripts have with the same default and help."""
+    seen: Dict[str, List[str]] = {}
+    rows: Dict[str, Dict[str, object]] = {}
+    for info in found.values():
+        for flag in info["flags"]:
+            seen.setdefault(_flag_row(flag), []).append(flag["name"])
+            rows[_flag_row(flag)] = flag
+    return {rows[row]["name"]: rows[row] for row, names in seen.items() if len(names) > 1}
+
+
 def cli_markdown(scripts: Sequence[ConsoleScript], found: Dict[str, Dict[str, object]]) -> str:
+    shared = _shared_flags(found)
     lines = [
         "# Command-line reference",
         "",
         "Every flag of every console script, read from the binaries' absl flags when",
-        "this site was built (`docs/hooks.py`). `--help` prints the same list;",
+        "this site was built (`docs/hooks.py`). `--help` prints a script's list;",
         "`--helpfull` adds absl's own flags. Hyperparameters whose default is `None`",
-        "take the environment's preset (see [Presets and results](../results.md)).",
+        "take the environment's preset ([Presets and results](../results.md#presets)).",
         "",
     ]
     lines += [f"- [`{s.name}`](#{s.name}): `{s.target}`" for s in scripts]
+    lines += ["- [Flags several scripts share](#shared-flags)"]
     for script in scripts:
         info = found[script.name]
         lines += ["", f"## {script.name}", "", f"`{script.target}`", ""]
         doc = str(info["doc"]).strip()
         if doc:
             lines += ["```text", doc, "```", ""]
-        lines += ["| flag | default | help |", "|---|---|---|"]
-        for flag in sorted(info["flags"], key=lambda f: f["name"]):
-            name = f"--[no]{flag['name']}" if flag["boolean"] else f"--{flag['name']}"
-            help_text = flag["help"]
-            if flag["enum"]:
-                help_text += f" One of: {', '.join(flag['enum'])}."
-            default = flag["default"]
-            if default is None:
-                default = "None"
-            else:  # absl quotes it: '1.0'
-                if len(default) >= 2 and default[0] == default[-1] == "'":
-                    default = default[1:-1]
-                default = f"`{_cell(default)}`" if default else "`''`"
-            lines.append(f"| `{name}` | {default} | {_cell(help_text)} |")
+        flags = sorted(info["flags"], key=lambda f: f["name"])
+        own = [f for f in flags if shared.get(f["name"]) != f]
+        if own:
+            lines += ["| flag | default | help |", "|---|---|---|"]
+            lines += [_flag_row(f) for f in own]
+            lines.append("")
+        common = [f"[`{_flag_name(f)}`](#{f['name']})" for f in flags if f not in own]
+        if common:
+            lines.append(f"Shared flags ([below](#shared-flags)): {', '.join(common)}.")
+    lines += [
+        "",
+        "## Shared flags",
+        "",
+        "The same default and help in every script that has them.",
+        "",
+    ]
+    lines += ["| flag | default | help |", "|---|---|---|"]
+    for name in sorted(shared):
+        row = _flag_row(shared[name])
+        lines.append(row.replace("| `", f'| <span id="{name}"></span>`', 1))
     return "\n".join(lines) + "\n"
 
 
@@ -287,7 +324,8 @@ def _api_nav(modules: Sequence[str]) -> List[object]:
     for module in modules:
         parts = module.split(".")
         group = PACKAGE if len(parts) == 2 and not is_package(module) else ".".join(parts[:2])
-        groups.setdefault(group, []).append({module: api_page_path(module)})
+        title = "overview" if module == group else module[len(group) + 1 :]
+        groups.setdefault(group, []).append({title: api_page_path(module)})
     return [f"{API_DIR}/index.md"] + [{group: pages} for group, pages in groups.items()]
 
 
