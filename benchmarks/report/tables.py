@@ -268,10 +268,16 @@ def _steps(mark: int) -> str:
     return f"{mark / 1000:g}k"
 
 
+# What a row of an env without a published reference is set against.
+TARGET_TEXT: Dict[str, str] = {
+    "InvertedPendulumBulletEnv-v0": "1000, the most an episode scores (target: reach, hold)",
+}
+
+
 def reference_cell(env_name: str, mark: int) -> str:
     value = REFERENCE.get(env_name, {}).get(mark)
     if value is None:
-        return "–"
+        return TARGET_TEXT.get(env_name, "–")
     return f"{value:g} ({REFERENCE_NAME.get(env_name, 'SB3-zoo')})"
 
 
