@@ -166,7 +166,7 @@ def _flag_row(flag: Dict[str, object]) -> str:
         if len(default) >= 2 and default[0] == default[-1] == "'":
             default = default[1:-1]
         default = f"`{_cell(default)}`" if default else "`''`"
-    return f"| `{_flag_name(flag)}` | {default} | {_cell(help_text)} |"
+    return f'| <code class="flag">{_flag_name(flag)}</code> | {default} | {_cell(help_text)} |'
 
 
 def _shared_flags(found: Dict[str, Dict[str, object]]) -> Dict[str, Dict[str, object]]:
@@ -218,7 +218,7 @@ def cli_markdown(scripts: Sequence[ConsoleScript], found: Dict[str, Dict[str, ob
     lines += ["| flag | default | help |", "|---|---|---|"]
     for name in sorted(shared):
         row = _flag_row(shared[name])
-        lines.append(row.replace("| `", f'| <span id="{name}"></span>`', 1))
+        lines.append(row.replace("| <code", f'| <span id="{name}"></span><code', 1))
     return "\n".join(lines) + "\n"
 
 
