@@ -102,3 +102,31 @@ def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
     assert result["weight_bytes"] > 0  # the policy weights it pushed and pulled
     for call in ("server_info", "table_counts", "pull_unchanged", "push_and_pull"):
         assert result[call]["wall_ms"] > 0 and result[call]["cpu_ms"] >= 0, result
+
+
+def test_learning_report_checks_the_committed_tables_when_run_as_a_file():
+    done = _run(os.path.join(REPO, "benchmarks", "learning_report.py"), "tables", "--check")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists(SB3_PYTHON), reason="needs make bench-sb3")
+def test_a_tiny_sb3_peer_run_writes_the_evaluators_format(tmp_path):
+    out = tmp_path / "out"
+    done = _run(
+        os.path.join(REPO, "benchmarks", "learning.py"),
+        "--envs=Pendulum-v1",
+        "--systems=sb3",
+        "--seeds=0",
+        "--env_steps=700",
+        "--eval_every=200",
+        "--num_eval_episodes=1",
+        "--common_flags=--initial_collect_steps=300 --batch_size=32",
+        f"--out={out}",
+        f"--work_dir={tmp_path / 'work'}",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = out / "runs" / "Pendulum-v1" / "sb3-preset" / "seed0"
+    assert json.loads((run / "run.json").read_text())["status"] == "done"
+    rows = (run / "results.csv").read_text().splitlines()
+    steps = [int(r.split(",")[1]) for r in rows[1:]]
+    assert steps and steps[-1] >= 600 and steps == sorted(steps), rows
