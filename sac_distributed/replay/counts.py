@@ -26,7 +26,7 @@ def table_counts(client: reverb.Client, timeout_s: int = 5) -> Dict[str, schema_
 
     `client.server_info` decodes each table's signature into TensorSpecs on every
     call, which costs about as much again as the answer itself (HalfCheetah's
-    tables: `python benchmarks/pull_cost.py`). Sizes and counts, which the
+    tables: `python benchmarks/probe.py pull_cost`). Sizes and counts, which the
     frequent callers (weight pulls) need, have the same field names here.
     """
     try:
