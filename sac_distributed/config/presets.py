@@ -38,7 +38,7 @@ _SMALL_CONTROL = Hyperparams(
     alpha_learning_rate=1e-3,
     num_iterations=8_000,
     eval_interval=1_000,
-    num_eval_episodes=10,  # a 5-episode mean of Pendulum varies by +-36 (eval_noise.py)
+    num_eval_episodes=10,  # a 5-episode mean of Pendulum varies by +-36 (probe.py eval_noise)
     policy_save_interval=5_000,
     samples_per_insert=128.0,  # one update of batch 128 per env step
 )
