@@ -166,7 +166,7 @@ def _flag_row(flag: Dict[str, object]) -> str:
         if len(default) >= 2 and default[0] == default[-1] == "'":
             default = default[1:-1]
         default = f"`{_cell(default)}`" if default else "`''`"
-    return f'| <code class="flag">{_flag_name(flag)}</code> | {default} | {_cell(help_text)} |'
+    return f'| <code class="nowrap">{_flag_name(flag)}</code> | {default} | {_cell(help_text)} |'
 
 
 def _shared_flags(found: Dict[str, Dict[str, object]]) -> Dict[str, Dict[str, object]]:
@@ -393,7 +393,7 @@ def presets_markdown() -> str:
             for name in fields
             if getattr(preset, name) != getattr(base, name)
         ]
-        lines.append(f"| `{env_name}` | {', '.join(changed)} |")
+        lines.append(f'| <code class="nowrap">{env_name}</code> | {", ".join(changed)} |')
     lines += ["", "| hyperparameter | default |", "|---|---|"]
     lines += [f"| `--{name}` | `{_value(getattr(base, name))}` |" for name in fields]
     return "\n".join(lines) + "\n"
