@@ -306,6 +306,7 @@ LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
     "test_seed.py",  # ~50 s
     "test_status.py",  # ~50 s
     "test_docs.py",  # ~50 s alone at load ~10 (mkdocs build --strict, nine --helpshort)
+    "test_benchmark_tools.py",  # ~100 s alone at load ~10 (eight --help, two tiny runs)
     "test_eval_sync.py",  # ~45 s
     "test_load.py",  # ~45 s
     "test_notebook.py",  # ~45 s
