@@ -28,22 +28,20 @@ from sac_distributed.algorithm.checkpoints import (
 )
 from sac_distributed.algorithm.learner_base import (
     Diagnostics,
-    LearnerVariables,
+    LearnerBase,
     Losses,
     call_update,
     checked_losses,
-    non_finite_error,
     traced,
 )
 from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.config import Hyperparams
-from sac_distributed.errors import NonFiniteLossError
 
 # The checkpoint's name for the CrossQ agent; SacLearner's is "agent".
 CHECKPOINT_KEY = CROSSQ_AGENT_KEY
 
 
-class CrossQLearner:
+class CrossQLearner(LearnerBase):
     """CrossQAgent, its train_step, checkpoints and exports.
 
     Construction builds everything under `strategy.scope()` and restores the
@@ -51,6 +49,8 @@ class CrossQLearner:
     it raises CheckpointError when checkpoints exist and none can be used, or
     when they were written by the SAC learner.
     """
+
+    ALGORITHM = "CrossQ"
 
     def __init__(
         self,
@@ -85,16 +85,8 @@ class CrossQLearner:
         self.retrace()
 
     @property
-    def train_step_numpy(self) -> int:
-        return int(self.train_step.numpy())
-
-    @property
     def alpha(self) -> float:
         return float(tf.exp(self.agent.log_alpha))
-
-    @property
-    def latest_checkpoint(self) -> Optional[str]:
-        return self._checkpoints.latest
 
     # --- the update --------------------------------------------------------------
 
@@ -138,10 +130,6 @@ class CrossQLearner:
 
         return self.strategy.run(replica_fn, args=(next(iterator),))
 
-    def _non_finite(self, detail: str) -> NonFiniteLossError:
-        kept = self.latest_checkpoint or "none yet"
-        return non_finite_error("CrossQ", self.train_step_numpy, kept, detail)
-
     # --- what acting needs ---------------------------------------------------------
 
     def policy_weights(self) -> List[np.ndarray]:
@@ -151,18 +139,3 @@ class CrossQLearner:
     def observation_normalization(self) -> ObservationNormalization:
         """Always the identity: the actor's input BatchRenorm is folded into its weights."""
         return ObservationNormalization.identity(self._specs.observation.shape)
-
-    def variables(self) -> LearnerVariables:
-        return LearnerVariables(
-            self.policy_weights(), self.train_step_numpy, self.observation_normalization()
-        )
-
-    # --- checkpoints and exports ---------------------------------------------------
-
-    def save_checkpoint(self) -> bool:
-        """Writes ckpt-<train_step>; on failure keeps the previous one as the latest."""
-        return self._checkpoints.save()
-
-    def export_policies(self) -> None:
-        """Writes full SavedModels of all three policies, replacing the old ones."""
-        self._exporter.export()

@@ -1,13 +1,15 @@
-"""What both learners (SacLearner, CrossQLearner) share: what they return, and how
-their traced update is called and its losses checked."""
+"""What both learners (SacLearner, CrossQLearner) share: what they return, how their
+traced update is called and its losses checked, and `LearnerBase`, their methods for
+train_step, checkpoints, exports and the variables acting needs."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, List, NamedTuple
+from typing import Callable, Iterator, List, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from sac_distributed.algorithm.checkpoints import LearnerCheckpoints, PolicyExporter
 from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.errors import NonFiniteLossError
 
@@ -88,3 +90,47 @@ def non_finite_error(algorithm: str, train_step: int, kept: str, detail: str) ->
         "Lower the learning rates or reward_scale_factor, or check the environment's "
         "rewards, then restart to resume from it."
     )
+
+
+class LearnerBase:
+    """The methods both learners share once built: a subclass sets `train_step`,
+    `_checkpoints` (LearnerCheckpoints) and `_exporter` (PolicyExporter), and
+    defines `policy_weights()` and `observation_normalization()`.
+    """
+
+    ALGORITHM = "SAC"  # names the learner in its errors
+    train_step: tf.Variable
+    _checkpoints: LearnerCheckpoints
+    _exporter: PolicyExporter
+
+    @property
+    def train_step_numpy(self) -> int:
+        return int(self.train_step.numpy())
+
+    @property
+    def latest_checkpoint(self) -> Optional[str]:
+        return self._checkpoints.latest
+
+    def policy_weights(self) -> List[np.ndarray]:
+        raise NotImplementedError
+
+    def observation_normalization(self) -> ObservationNormalization:
+        raise NotImplementedError
+
+    def variables(self) -> LearnerVariables:
+        """The policy weights, train_step and observation statistics, as NumPy values."""
+        return LearnerVariables(
+            self.policy_weights(), self.train_step_numpy, self.observation_normalization()
+        )
+
+    def save_checkpoint(self) -> bool:
+        """Writes ckpt-<train_step>; on failure keeps the previous one as the latest."""
+        return self._checkpoints.save()
+
+    def export_policies(self) -> None:
+        """Writes full SavedModels of all three policies, replacing the old ones."""
+        self._exporter.export()
+
+    def _non_finite(self, detail: str) -> NonFiniteLossError:
+        kept = self.latest_checkpoint or "none yet"
+        return non_finite_error(self.ALGORITHM, self.train_step_numpy, kept, detail)

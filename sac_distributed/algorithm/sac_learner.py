@@ -47,12 +47,12 @@ from sac_distributed.algorithm.checkpoints import (
 )
 from sac_distributed.algorithm.learner_base import (
     Diagnostics,
+    LearnerBase,
     LearnerVariables,
     Losses,
     PriorityUpdate,
     call_update,
     checked_losses,
-    non_finite_error,
     traced,
 )
 from sac_distributed.algorithm.policy import ObservationNormalization
@@ -64,7 +64,6 @@ from sac_distributed.algorithm.prioritized_update import (
     weighted_sac_update,
 )
 from sac_distributed.config import Hyperparams
-from sac_distributed.errors import NonFiniteLossError
 
 # Importable from here as before the split into checkpoints.py, learner_base.py and
 # prioritized_update.py.
@@ -93,7 +92,7 @@ def policy_variables(agent: sac_agent.SacAgent) -> List[tf.Variable]:
     return list(agent._actor_network.variables)  # noqa: SLF001
 
 
-class SacLearner:
+class SacLearner(LearnerBase):
     """SacAgent, its train_step and observation statistics, checkpoints and exports.
 
     Construction builds everything under `strategy.scope()` and restores the
@@ -143,17 +142,9 @@ class SacLearner:
         self.retrace()
 
     @property
-    def train_step_numpy(self) -> int:
-        return int(self.train_step.numpy())
-
-    @property
     def alpha(self) -> float:
         """The entropy temperature SAC has learned so far."""
         return float(tf.exp(self.agent._log_alpha))  # noqa: SLF001
-
-    @property
-    def latest_checkpoint(self) -> Optional[str]:
-        return self._checkpoints.latest
 
     def _checkpoint_checks(self, hparams: Hyperparams):
         """What a checkpoint must match to be restored into this learner."""
@@ -317,10 +308,6 @@ class SacLearner:
             self.strategy.reduce(mean, q_value, axis=None),
         )
 
-    def _non_finite(self, detail: str) -> NonFiniteLossError:
-        kept = self.latest_checkpoint or "none yet"
-        return non_finite_error("SAC", self.train_step_numpy, kept, detail)
-
     # --- what acting needs ---------------------------------------------------------
 
     def policy_weights(self) -> List[np.ndarray]:
@@ -331,22 +318,6 @@ class SacLearner:
         if self.normalizer is None:
             return ObservationNormalization.identity(self._specs.observation.shape)
         return self.normalizer.numpy_params()
-
-    def variables(self) -> LearnerVariables:
-        """The policy weights, train_step and observation statistics, as NumPy values."""
-        return LearnerVariables(
-            self.policy_weights(), self.train_step_numpy, self.observation_normalization()
-        )
-
-    # --- checkpoints and exports ---------------------------------------------------
-
-    def save_checkpoint(self) -> bool:
-        """Writes ckpt-<train_step>; on failure keeps the previous one as the latest."""
-        return self._checkpoints.save()
-
-    def export_policies(self) -> None:
-        """Writes full SavedModels of all three policies, replacing the old ones."""
-        self._exporter.export()
 
 
 def _make_averager(
