@@ -172,6 +172,11 @@ def test_ray_engine_without_ray_says_how_to_install_it(tmp_path):
 @pytest.fixture(scope="module")
 def cluster():
     cluster_utils = pytest.importorskip("ray.cluster_utils")
+    from sac_distributed.launchers import ray_launch
+
+    # One machine stays on the loopback interface: both nodes register 127.0.0.1
+    # (Ray's single-machine mode; sac-launch inherits it from the environment).
+    undo = ray_launch.stay_on_loopback()
     # The head holds the server, learner and evaluator and room for every actor
     # (after the worker node is gone); the worker holds one actor.
     cluster = cluster_utils.Cluster(
@@ -183,6 +188,7 @@ def cluster():
         yield cluster, worker
     finally:
         cluster.shutdown()
+        undo()
 
 
 @pytest.fixture
@@ -316,6 +322,7 @@ def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster,
 
     out = _finish(proc)
     _assert_finished_with_loadable_policy(root, out, proc)
+    assert "Reverb on 127.0.0.1:" in out, out[-4000:]  # the head's loopback address
     assert f"{on_head} died (exit code -9); Ray restarts it" in out
     _wait_no_job_left(root)
 
