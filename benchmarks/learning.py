@@ -198,6 +198,9 @@ def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
         f"--env_name={spec.env_name}",
         f"--seed={spec.seed}",
         f"--num_iterations={train_steps}",
+        # The warm-up the budget assumed: without a preset, the run's own default
+        # scales with --num_iterations (a tenth), so its env steps fell short.
+        f"--initial_collect_steps={hp.initial_collect_steps}",
         f"--samples_per_insert={hp.batch_size * budget.utd}",
         f"--eval_interval={max(1, int(round(budget.eval_every * budget.utd)))}",
         f"--num_eval_episodes={budget.num_eval_episodes}",

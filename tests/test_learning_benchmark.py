@@ -428,3 +428,17 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert bad.returncode == 2
     assert "batch_size must be a positive integer" in bad.stderr
     assert not os.path.exists(os.path.join(out, "runs"))
+
+
+@pytest.mark.parametrize("env_name", ["Pendulum-v1", "MountainCarContinuous-v0"])
+def test_a_runs_warm_up_and_updates_add_up_to_the_budget(env_name):
+    """With or without a preset: the run's own warm-up default (a tenth of
+    num_iterations without one) must not replace the warm-up the budget counted."""
+    budget = learning.Budget(
+        env_steps=20_000, eval_every=2_000, num_eval_episodes=1, utd=1.0, common_flags=()
+    )
+    spec = learning.RunSpec(env_name, "ours", "preset", (), 0)
+    hp = learning.resolved_hparams(env_name, ())
+    argv = learning._ours_command(spec, budget, hp, "/tmp/unused")
+    launched = learning.resolved_hparams(env_name, [a for a in argv if a.startswith("--")][1:])
+    assert launched.initial_collect_steps + launched.num_iterations == budget.env_steps
