@@ -106,8 +106,8 @@ def setup_actor(bench: Bench) -> Measure:
 
 def _check_collect_policy_used(loop: ActorLoop) -> None:
     """Fails loudly if ours was measured with the random warm-up policy."""
-    # `_warm` is ActorLoop's switch from random to collect actions.
-    if loop.stats.weight_updates < 1 or not getattr(loop, "_warm", True):
+    # `warm`: ActorLoop's switch from random to collect actions.
+    if loop.stats.weight_updates < 1 or not loop.warm:
         raise RuntimeError(
             "ActorLoop ran without the learner's weights or still in its random "
             "warm-up; the actor number would not measure the collect policy."
