@@ -134,131 +134,11 @@ class Hyperparams:
         object.__setattr__(
             self, "critic_joint_fc_layer_params", tuple(self.critic_joint_fc_layer_params)
         )
-        for name in (
-            "replay_buffer_capacity",
-            "batch_size",
-            "target_update_period",
-            "policy_save_interval",
-            "num_iterations",
-            "eval_interval",
-            "num_eval_episodes",
-            "transitions_per_item",
-            "n_step",
-        ):
-            _require_positive_int(name, getattr(self, name))
-        _require(
-            isinstance(self.initial_collect_steps, int) and self.initial_collect_steps >= 0,
-            f"initial_collect_steps must be an integer >= 0, got {self.initial_collect_steps!r}.",
-        )
-        for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
-            _require_positive_number(name, getattr(self, name))
-        _require(
-            self.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
-            f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
-            f"got {self.learning_rate_schedule!r}.",
-        )
-        _require(
-            self.critic_loss in CRITIC_LOSSES,
-            f"critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {self.critic_loss!r}.",
-        )
-        _check_algorithm(self)
-        _require(
-            self.network_init in NETWORK_INITS,
-            f"network_init must be one of {', '.join(NETWORK_INITS)}, got {self.network_init!r}.",
-        )
-        _require(
-            _is_number(self.policy_averaging_tau) and 0.0 <= self.policy_averaging_tau < 1.0,
-            "policy_averaging_tau must be in [0, 1) (0: off; 0.001 averages about the last "
-            f"1000 train steps), got {self.policy_averaging_tau!r}.",
-        )
-        _require(
-            0.0 < self.target_update_tau <= 1.0,
-            f"target_update_tau must be in (0, 1], got {self.target_update_tau!r}.",
-        )
-        _require(0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma!r}.")
-        _require(
-            _is_number(self.adam_epsilon) and self.adam_epsilon > 0,
-            f"adam_epsilon must be a number > 0 (Keras: 1e-7, PyTorch: 1e-8), "
-            f"got {self.adam_epsilon!r}.",
-        )
-        _require(
-            _is_number(self.squash_log_prob_epsilon) and 0 <= self.squash_log_prob_epsilon < 1,
-            "squash_log_prob_epsilon must be a number in [0, 1) (0: exact, as TF-Agents; "
-            f"SB3: 1e-6), got {self.squash_log_prob_epsilon!r}.",
-        )
-        for name in (
-            "normalize_observations",
-            "prioritized_replay",
-            "wait_for_eval",
-            "clip_policy_log_std",
-            "critic_layer_norm",
-        ):
-            _require(
-                isinstance(getattr(self, name), bool),
-                f"{name} must be true or false, got {getattr(self, name)!r}.",
-            )
-        _require(
-            _is_number(self.priority_exponent) and self.priority_exponent >= 0,
-            f"priority_exponent must be a number >= 0 (0: uniform sampling; typical 0.6), "
-            f"got {self.priority_exponent!r}.",
-        )
-        _require(
-            _is_number(self.importance_sampling_exponent)
-            and 0 <= self.importance_sampling_exponent <= 1,
-            "importance_sampling_exponent must be in [0, 1] (0: no correction, 1: full; "
-            f"typical 0.4), got {self.importance_sampling_exponent!r}.",
-        )
-        _require(
-            self.n_step <= MAX_N_STEP,
-            f"n_step ({self.n_step}) is above {MAX_N_STEP}: returns over that many steps "
-            "are mostly the behaviour policy's, not the learned one's (typical: 1 to 5).",
-        )
-        _require(
-            self.target_entropy is None
-            or (
-                isinstance(self.target_entropy, (int, float)) and math.isfinite(self.target_entropy)
-            ),
-            f"target_entropy must be a finite number or unset, got {self.target_entropy!r}.",
-        )
-        if self.samples_per_insert == 0:
-            object.__setattr__(self, "samples_per_insert", None)
-        if self.samples_per_insert is not None:
-            validate_rate_limit(self.samples_per_insert, None)
-        _require(
-            math.isfinite(self.reward_scale_factor),
-            f"reward_scale_factor must be finite, got {self.reward_scale_factor!r}.",
-        )
-        for name in ("actor_fc_layer_params", "critic_joint_fc_layer_params"):
-            layers = getattr(self, name)
-            _require(
-                len(layers) > 0 and all(isinstance(u, int) and u > 0 for u in layers),
-                f"{name} must be a non-empty list of positive layer sizes, got {layers!r}.",
-            )
-        _require(
-            self.batch_size <= self.replay_buffer_capacity,
-            f"batch_size ({self.batch_size}) exceeds replay_buffer_capacity "
-            f"({self.replay_buffer_capacity}); raise the capacity or lower the batch.",
-        )
-        _require(
-            self.initial_collect_steps <= self.replay_buffer_capacity,
-            f"initial_collect_steps ({self.initial_collect_steps}) exceeds "
-            f"replay_buffer_capacity ({self.replay_buffer_capacity}): the learner would "
-            "wait forever for a table that can never fill. Lower one or raise the other.",
-        )
-
-        k = self.transitions_per_item
-        _require(
-            self.batch_size % k == 0,
-            f"batch_size ({self.batch_size}) must be a multiple of transitions_per_item "
-            f"({k}): the learner samples batch_size / transitions_per_item items per step.",
-        )
-        _require(
-            self.min_replay_items <= self.replay_capacity_items,
-            f"replay_buffer_capacity ({self.replay_buffer_capacity}) holds "
-            f"{self.replay_capacity_items} items of {k} transitions, fewer than the "
-            f"{self.min_replay_items} items the learner waits for (initial_collect_steps / "
-            "transitions_per_item); raise the capacity or lower transitions_per_item.",
-        )
+        # The checks run in this order; the first that fails names its value.
+        _check_counts(self)
+        _check_optimization(self)
+        _check_options(self)
+        _check_replay(self)
 
     @property
     def min_replay_size(self) -> int:
@@ -274,6 +154,145 @@ class Hyperparams:
     def replay_capacity_items(self) -> int:
         """The replay table's max_size: whole items of transitions_per_item transitions."""
         return self.replay_buffer_capacity // self.transitions_per_item
+
+
+def _check_counts(hp: Hyperparams) -> None:
+    """Sizes, intervals and counts: positive integers (the warm-up: >= 0)."""
+    for name in (
+        "replay_buffer_capacity",
+        "batch_size",
+        "target_update_period",
+        "policy_save_interval",
+        "num_iterations",
+        "eval_interval",
+        "num_eval_episodes",
+        "transitions_per_item",
+        "n_step",
+    ):
+        _require_positive_int(name, getattr(hp, name))
+    _require(
+        isinstance(hp.initial_collect_steps, int) and hp.initial_collect_steps >= 0,
+        f"initial_collect_steps must be an integer >= 0, got {hp.initial_collect_steps!r}.",
+    )
+
+
+def _check_optimization(hp: Hyperparams) -> None:
+    """Learning rates and their schedule, the critic loss, the algorithm, the network
+    start, target and policy averaging, discount, Adam's and the squash's epsilons."""
+    for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
+        _require_positive_number(name, getattr(hp, name))
+    _require(
+        hp.learning_rate_schedule in LEARNING_RATE_SCHEDULES,
+        f"learning_rate_schedule must be one of {', '.join(LEARNING_RATE_SCHEDULES)}, "
+        f"got {hp.learning_rate_schedule!r}.",
+    )
+    _require(
+        hp.critic_loss in CRITIC_LOSSES,
+        f"critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {hp.critic_loss!r}.",
+    )
+    _check_algorithm(hp)
+    _require(
+        hp.network_init in NETWORK_INITS,
+        f"network_init must be one of {', '.join(NETWORK_INITS)}, got {hp.network_init!r}.",
+    )
+    _require(
+        _is_number(hp.policy_averaging_tau) and 0.0 <= hp.policy_averaging_tau < 1.0,
+        "policy_averaging_tau must be in [0, 1) (0: off; 0.001 averages about the last "
+        f"1000 train steps), got {hp.policy_averaging_tau!r}.",
+    )
+    _require(
+        0.0 < hp.target_update_tau <= 1.0,
+        f"target_update_tau must be in (0, 1], got {hp.target_update_tau!r}.",
+    )
+    _require(0.0 <= hp.gamma <= 1.0, f"gamma must be in [0, 1], got {hp.gamma!r}.")
+    _require(
+        _is_number(hp.adam_epsilon) and hp.adam_epsilon > 0,
+        f"adam_epsilon must be a number > 0 (Keras: 1e-7, PyTorch: 1e-8), got {hp.adam_epsilon!r}.",
+    )
+    _require(
+        _is_number(hp.squash_log_prob_epsilon) and 0 <= hp.squash_log_prob_epsilon < 1,
+        "squash_log_prob_epsilon must be a number in [0, 1) (0: exact, as TF-Agents; "
+        f"SB3: 1e-6), got {hp.squash_log_prob_epsilon!r}.",
+    )
+
+
+def _check_options(hp: Hyperparams) -> None:
+    """Switches, prioritized replay's exponents, n-step and the target entropy."""
+    for name in (
+        "normalize_observations",
+        "prioritized_replay",
+        "wait_for_eval",
+        "clip_policy_log_std",
+        "critic_layer_norm",
+    ):
+        _require(
+            isinstance(getattr(hp, name), bool),
+            f"{name} must be true or false, got {getattr(hp, name)!r}.",
+        )
+    _require(
+        _is_number(hp.priority_exponent) and hp.priority_exponent >= 0,
+        f"priority_exponent must be a number >= 0 (0: uniform sampling; typical 0.6), "
+        f"got {hp.priority_exponent!r}.",
+    )
+    _require(
+        _is_number(hp.importance_sampling_exponent) and 0 <= hp.importance_sampling_exponent <= 1,
+        "importance_sampling_exponent must be in [0, 1] (0: no correction, 1: full; "
+        f"typical 0.4), got {hp.importance_sampling_exponent!r}.",
+    )
+    _require(
+        hp.n_step <= MAX_N_STEP,
+        f"n_step ({hp.n_step}) is above {MAX_N_STEP}: returns over that many steps "
+        "are mostly the behaviour policy's, not the learned one's (typical: 1 to 5).",
+    )
+    _require(
+        hp.target_entropy is None
+        or (isinstance(hp.target_entropy, (int, float)) and math.isfinite(hp.target_entropy)),
+        f"target_entropy must be a finite number or unset, got {hp.target_entropy!r}.",
+    )
+
+
+def _check_replay(hp: Hyperparams) -> None:
+    """The rate limit, reward scale, network sizes, and how batch, warm-up and capacity
+    fit K transitions per item."""
+    if hp.samples_per_insert == 0:
+        object.__setattr__(hp, "samples_per_insert", None)
+    if hp.samples_per_insert is not None:
+        validate_rate_limit(hp.samples_per_insert, None)
+    _require(
+        math.isfinite(hp.reward_scale_factor),
+        f"reward_scale_factor must be finite, got {hp.reward_scale_factor!r}.",
+    )
+    for name in ("actor_fc_layer_params", "critic_joint_fc_layer_params"):
+        layers = getattr(hp, name)
+        _require(
+            len(layers) > 0 and all(isinstance(u, int) and u > 0 for u in layers),
+            f"{name} must be a non-empty list of positive layer sizes, got {layers!r}.",
+        )
+    _require(
+        hp.batch_size <= hp.replay_buffer_capacity,
+        f"batch_size ({hp.batch_size}) exceeds replay_buffer_capacity "
+        f"({hp.replay_buffer_capacity}); raise the capacity or lower the batch.",
+    )
+    _require(
+        hp.initial_collect_steps <= hp.replay_buffer_capacity,
+        f"initial_collect_steps ({hp.initial_collect_steps}) exceeds "
+        f"replay_buffer_capacity ({hp.replay_buffer_capacity}): the learner would "
+        "wait forever for a table that can never fill. Lower one or raise the other.",
+    )
+
+    k = hp.transitions_per_item
+    _require(
+        hp.batch_size % k == 0,
+        f"batch_size ({hp.batch_size}) must be a multiple of transitions_per_item "
+        f"({k}): the learner samples batch_size / transitions_per_item items per step.",
+    )
+    _require(
+        hp.min_replay_items <= hp.replay_capacity_items,
+        f"replay_buffer_capacity ({hp.replay_buffer_capacity}) holds "
+        f"{hp.replay_capacity_items} items of {k} transitions, fewer than the "
+        f"{hp.min_replay_items} items the learner waits for (initial_collect_steps / "
+        "transitions_per_item); raise the capacity or lower transitions_per_item.",
+    )
 
 
 def default_error_buffer(samples_per_insert: float, hparams: Hyperparams) -> float:
