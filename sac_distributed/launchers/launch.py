@@ -42,9 +42,11 @@ _SHUTDOWN_GRACE_S = 60.0
 # While jobs shut down, the launcher says every this many seconds whom it waits for.
 _WAIT_REPORT_S = 5.0
 # Lines shown on the console unless --verbose: our own log lines and errors
-# (jobs/__init__.py and replay/__init__.py log as "__init__.py:<line>]").
+# (jobs/__init__.py and replay/__init__.py log as "__init__.py:<line>]"; the loops'
+# pieces as actor_*.py, learner_*.py and eval_wait.py).
 INTERESTING_OUTPUT = re.compile(
     r"(sac_distributed|__init__\.py:\d+\]|_loop\.py|server\.py|evaluation\.py|"
+    r"actor_\w+\.py|learner_\w+\.py|eval_wait\.py|"
     r"Traceback|Error|error:|FATAL|Exception)"
 )
 
