@@ -81,6 +81,13 @@ ANT = _set(
 )
 ANT_300K = _set("AntBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 MINITAUR = _set("MinitaurBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
+# A Gymnasium env nobody tuned for: no preset, so the generic defaults.
+UNTUNED = _set(
+    "InvertedPendulum-v5",
+    "ours, no preset",
+    ("learning_untuned", "ours-preset"),
+    note="no preset: the generic defaults with the library's 10k random warm-up",
+)
 MUJOCO = {
     env: _set(env, "ours, preset", ("learning_mujoco", "ours-preset"))
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
@@ -101,6 +108,7 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (ANT_300K, 300_000, "300k"),
     (MINITAUR, 110_000, "110k (100k SGD steps)"),
     *((runs, 100_000, "100k") for runs in MUJOCO.values()),
+    (UNTUNED, 30_000, "30k"),
 )
 
 _FORMER_WALKER = "former preset (`_LOCOMOTION`)"
@@ -200,6 +208,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         ),
     ),
     **{env: ((50_000, 100_000), (runs,)) for env, runs in MUJOCO.items()},
+    "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
 }
 
 
@@ -271,6 +280,7 @@ def _steps(mark: int) -> str:
 # What a row of an env without a published reference is set against.
 TARGET_TEXT: Dict[str, str] = {
     "InvertedPendulumBulletEnv-v0": "1000, the most an episode scores (target: reach, hold)",
+    "InvertedPendulum-v5": "1000, the most an episode scores",
 }
 
 
