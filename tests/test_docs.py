@@ -203,3 +203,25 @@ def test_the_presets_table_lists_every_preset(site):
     for env in envs:
         assert f"{env} " in text or f"{env}\n" in text, env
     assert "--critic_learning_rate" in text and "0.0003" in text
+
+
+README_MAX_LINES = 260  # issue 47: a README of at most ~250 lines; the rest is the site
+
+
+def test_the_readme_is_short_and_its_links_reach_the_docs(site):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert len(readme.splitlines()) <= README_MAX_LINES, len(readme.splitlines())
+    assert re.search(r"^make run +# ", readme, re.MULTILINE)
+    assert re.search(r"^make test +# ", readme, re.MULTILINE)
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    local = [link for link in links if "://" not in link and not link.startswith("#")]
+    assert sum(link.startswith("docs/") for link in local) >= 8, local
+    for link in local:
+        path, _, anchor = link.partition("#")
+        assert os.path.exists(os.path.join(REPO, path)), f"README links to a missing {path}"
+        if path.startswith("docs/") and path.endswith(".md") and anchor:
+            page = path[len("docs/") : -len(".md")]
+            page = "" if page == "index" else page
+            with open(site / page / "index.html", encoding="utf-8") as f:
+                assert f'id="{anchor}"' in f.read(), f"README links to a missing {link}"
