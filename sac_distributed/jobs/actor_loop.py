@@ -276,7 +276,7 @@ class ActorLoop:
         self._connection.made_progress()
         if snapshot is None:
             return
-        self._learner_done = snapshot.finished(self._config.hparams.num_iterations)
+        self._learner_done = snapshot.learner_done
         if snapshot.max_priority is not None:  # prioritized replay: new items enter at the max
             self._out.set_priority(snapshot.max_priority)
         if snapshot.train_step == self._policy_train_step:

@@ -126,11 +126,7 @@ class EvalLoop:
                 self._connection.recover(error)
                 self._container = VariableContainer(self._connection.variables)
                 continue
-            if (
-                snapshot is not None
-                and self._finished(snapshot)
-                and last_step == snapshot.train_step
-            ):
+            if snapshot is not None and snapshot.learner_done and last_step == snapshot.train_step:
                 logging.info("Learner finished at train_step %d; evaluator done.", last_step)
                 break
             self._should_stop_wait()
@@ -147,11 +143,8 @@ class EvalLoop:
             snapshot.train_step,
             last_step,
             self._config.hparams.eval_interval,
-            self._finished(snapshot),
+            snapshot.learner_done,
         )
-
-    def _finished(self, snapshot: VariableSnapshot) -> bool:
-        return snapshot.finished(self._config.hparams.num_iterations)
 
     def evaluate(self, snapshot: VariableSnapshot) -> Optional[EvalResult]:
         # Counted before the episodes: the actors go on collecting while they

@@ -33,6 +33,7 @@ from sac_distributed.replay import (
     validate_server_config,
 )
 from sac_distributed.replay.replay_checkpoints import ReplayCheckpoints, restore_server
+from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.runtime import Metrics, port_in_use
 
 
@@ -53,7 +54,36 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
         tables = make_tables(config, specs) + ownership.make_tables()
         return reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
 
-    return restore_server(checkpoints, build, config.replay_start_empty)
+    server = restore_server(checkpoints, build, config.replay_start_empty)
+    clear_restored_done_flag(server)
+    return server
+
+
+def clear_restored_done_flag(server: reverb.Server) -> None:
+    """Clears a done flag that a replay checkpoint brought back.
+
+    The flag says the learner of the run the checkpoint was taken in finished.
+    Clients of this server must wait for this run's learner instead: a finished
+    run extended to more iterations hung when its actors and evaluator took the
+    old flag for this run's end and stopped at once. The learner sets the flag
+    again when it finishes (at once, for a run already at its num_iterations).
+    """
+    container = VariableContainer(server.localhost_client())
+    snapshot = container.pull()
+    if snapshot is None or not snapshot.learner_done:
+        return
+    container.push(
+        snapshot.policy_weights,
+        snapshot.train_step,
+        learner_done=False,
+        normalization=snapshot.normalization,
+    )
+    container.close()
+    logging.info(
+        "The restored variable container said the learner had finished (train_step %d); "
+        "cleared until this run's learner finishes.",
+        snapshot.train_step,
+    )
 
 
 def _replay_checkpoints(config: ServerConfig) -> ReplayCheckpoints:

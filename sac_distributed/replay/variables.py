@@ -46,16 +46,6 @@ class VariableSnapshot:
     # items are inserted with it); None when it has published none.
     max_priority: Optional[float] = None
 
-    def finished(self, num_iterations: int) -> bool:
-        """Whether the learner is done with a run of `num_iterations` train steps.
-
-        The done flag alone is not enough: a finished run's replay checkpoint
-        restores it, and the same run extended to more iterations is not done
-        (its actors and evaluator stopped at once, and its learner waited for
-        data that never came).
-        """
-        return self.learner_done and self.train_step >= num_iterations
-
 
 class VariableContainer:
     """Push (learner) and pull (actors, evaluator) of the policy weights."""
