@@ -155,6 +155,13 @@ class ChaosRun:
             jobs=[s.name for s in self.specs],
             transitions_per_item=self.settings.launch.hparams.transitions_per_item,
         )
+        # The first counts call imports Reverb and TensorFlow: minutes on a loaded
+        # machine, long enough for a tiny run to finish before the loop looked at it.
+        # Paid here, before any job starts.
+        import reverb  # noqa: F401
+
+        from sac_distributed import replay  # noqa: F401
+
         try:
             self._start_all()
             finished = self._loop()
