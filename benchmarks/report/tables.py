@@ -208,6 +208,17 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         ),
     ),
     **{env: ((50_000, 100_000), (runs,)) for env, runs in MUJOCO.items()},
+    "HalfCheetah-v5": (
+        (50_000, 100_000),
+        (
+            MUJOCO["HalfCheetah-v5"],
+            _set(
+                "HalfCheetah-v5",
+                "SB3, same hyperparameters",
+                ("learning_mujoco_sb3", "sb3-preset"),
+            ),
+        ),
+    ),
     "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
 }
 
