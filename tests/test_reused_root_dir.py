@@ -174,20 +174,7 @@ def test_a_finished_run_extended_to_more_iterations_trains_to_the_new_total(copi
     once and the learner waits for data that never comes."""
     more = 2 * TINY_RUN_ITERATIONS
     flags = [f for f in TINY_RUN_FLAGS if not f.startswith("--num_iterations=")]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sac_distributed.bin.launch",
-            f"--root_dir={copied_root}",
-            f"--num_iterations={more}",
-            *flags,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S / 2,
-        stdin=subprocess.DEVNULL,
-    )
+    result = _launch(f"--root_dir={copied_root}", f"--num_iterations={more}", *flags)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert f"resumed from train_step {TINY_RUN_ITERATIONS} " in result.stdout
     steps = [point.train_step for point in read_results(paths.results_path(copied_root))]
