@@ -141,8 +141,9 @@ class ActorLoop:
         if loss is Loss.VARIABLES:
             self._reconnect_variables(error)
             return
-        self._out.close(timeout_ms=0)  # the server is gone: pending items are lost
+        self._out.release()  # the server is gone: pending items are lost
         self._container.close()
+        self._container = None  # its client goes before the new ones come (connection.py)
         self._connection.recover(error)
         self._out.reopen_home()
         self._open_container()
@@ -150,6 +151,7 @@ class ActorLoop:
 
     def _reconnect_variables(self, error: Exception) -> None:
         self._container.close()
+        self._container = None
         self._connection.recover_variables(error)
         self._open_container()
         self.stats.reconnects += 1

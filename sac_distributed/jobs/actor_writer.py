@@ -88,6 +88,11 @@ class ActorWriter:
         stats.transitions_unconfirmed += self.writer.transitions_unconfirmed
         stats.transitions_dropped += self.writer.transitions_incomplete
 
+    def release(self) -> None:
+        """After a lost server: closes the writer and drops it, with its client."""
+        self.close(timeout_ms=0)
+        self.writer = None
+
     def set_priority(self, priority: float) -> None:
         """With prioritized replay: new items enter at the learner's published max."""
         self._priority = self.writer.priority = priority

@@ -123,6 +123,7 @@ class EvalLoop:
                     self.evaluate(snapshot)
                     last_step = snapshot.train_step
             except TRANSIENT_ERRORS as error:
+                self._container = None  # its client goes first (connection.py)
                 self._connection.recover(error)
                 self._container = VariableContainer(self._connection.variables)
                 continue

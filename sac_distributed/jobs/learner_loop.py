@@ -224,6 +224,7 @@ class LearnerLoop:
     # --- reconnects ------------------------------------------------------------------
 
     def _reconnect(self, error: Exception) -> None:
+        self._container = None  # its client must go before the new ones come (connection.py)
         self._connection.recover(error)
         self._container = VariableContainer(self._connection.variables)
 
@@ -233,16 +234,21 @@ class LearnerLoop:
         if lost:
             self._drop_shards(lost, error)
             return
+        self._iterator = None  # its dataset's client goes before the reconnect
+        self._forget_traces()
         self._reconnect(error)
-        self._new_iterator()
+        self._iterator = self._feed.make_when_ready()
         self.publish()
         logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
 
     def _new_iterator(self) -> None:
         """A new iterator and new traced functions: an abandoned call may still hold the old."""
+        self._forget_traces()
+        self._iterator = self._feed.make_when_ready()
+
+    def _forget_traces(self) -> None:
         self.learner.retrace()
         self._watchdog.forget_traces()
-        self._iterator = self._feed.make_when_ready()
 
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
         """Rebuilds the iterator over the remaining shards; the variable container stays."""

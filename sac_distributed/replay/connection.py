@@ -1,8 +1,13 @@
 """Reverb clients that survive a server restart.
 
 A gRPC channel to a server that went away backs off for a long time before it
-reconnects, so after a loss we build fresh `reverb.Client`s (new channels)
-once the server answers again. Clients wait up to `connect_timeout_s` each
+reconnects (its backoff grows while the server is away), and every channel of
+a process to one address shares that backoff: a new channel connects at once
+only when no channel that asked the dead server is left. So after a loss a job
+drops everything that holds a client of the lost server (`release`, the job's
+own writers, containers and iterators, and the locals of the failed call's
+frames, which the error's traceback keeps), and `connect` asks with a new
+client at each attempt. Clients wait up to `connect_timeout_s` each
 time (`connect`, with `retry.retry`'s backoff) and then fail with a clear
 ServerUnreachableError. `TRANSIENT_ERRORS` is what a Reverb call raises when
 the server is gone; every job and tool catches these and nothing else.
@@ -16,6 +21,8 @@ variable container or when no shard is left.
 
 from __future__ import annotations
 
+import gc
+import traceback
 from typing import Callable, List, Optional, Sequence
 
 import reverb
@@ -45,12 +52,14 @@ def connect(
     """Returns a client once the server at `address` answers.
 
     Waits with `retry.retry`'s backoff (capped at 5 s), logging what it waits
-    for, and raises ServerUnreachableError after `timeout_s` seconds.
+    for, and raises ServerUnreachableError after `timeout_s` seconds. Each
+    attempt asks with a new client, whose channel has not backed off.
     """
-    client = reverb.Client(address)
     waited = False
 
     def attempt(remaining_s: float) -> reverb.Client:
+        # A fresh client (channel) per attempt: one that has asked a dead server backs off.
+        client = reverb.Client(address)
         client.server_info(timeout=max(1, min(5, int(remaining_s))))
         return client
 
@@ -65,7 +74,7 @@ def connect(
         )
 
     try:
-        retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
+        client = retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
     except TRANSIENT_ERRORS as error:
         last_error = error
     else:
@@ -200,9 +209,20 @@ class Connection:
         )
         return True
 
+    def release(self) -> None:
+        """Drops every client, so that none of their channels slows the new ones.
+
+        The job drops its own holders of these clients (writers, variable
+        containers, dataset iterators) first; see the module doc.
+        """
+        self.shards = [None] * len(self.replay_addresses)
+        self.variables = None
+        gc.collect()  # clients held in reference cycles (traced functions) go now
+
     def recover(self, error: Exception) -> None:
         """Reconnects everything after `error`; re-raises it if recovering does not help."""
         self._count_recovery(error)
+        self.release()
         self.open()
         self.reconnects += 1
         logging.info("%s reconnected to the Reverb server.", self._who)
@@ -210,11 +230,16 @@ class Connection:
     def recover_variables(self, error: Exception) -> None:
         """Reconnects only the variable container (the replay shards keep their clients)."""
         self._count_recovery(error)
+        self.variables = None
+        gc.collect()
         self.open_variables()
         self.reconnects += 1
         logging.info("%s reconnected to the variable container.", self._who)
 
     def _count_recovery(self, error: Exception) -> None:
+        # The frames the error came through hold the old clients (and writers,
+        # iterators) as locals for as long as the error lives: drop those locals.
+        traceback.clear_frames(error.__traceback__)
         self._recoveries_without_progress += 1
         if self._recoveries_without_progress > MAX_RECOVERIES_WITHOUT_PROGRESS:
             raise error
