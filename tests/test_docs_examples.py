@@ -16,6 +16,7 @@ takes seconds of training instead of minutes; so write the budget as that flag.
 The pages listed in RUNNABLE_PAGES must each hold at least one runnable block.
 """
 
+import json
 import os
 import re
 import shutil
@@ -94,3 +95,19 @@ def test_runnable_block_runs(page, index, body, tmp_path):
         assert "learner checkpoints:" in out, out[-3000:]
     if "sac-plot" in script:
         assert "learning_curve.png" in out, out[-3000:]
+    if "--env_name=pointmass:make_env" in script:
+        _check_user_env_run(tmp_path, out)
+
+
+def _check_user_env_run(folder, out: str) -> None:
+    """docs/own-env.md: examples/pointmass.py (Gymnasium API, registered nowhere) trained
+    from its folder, then evaluated from another with no PYTHONPATH: the run recorded
+    where the module is."""
+    examples = str(folder / "examples")
+    assert "env pointmass.make_env(**env_kwargs), a user factory" in out, out[-3000:]
+    with open(os.path.join(examples, "runs", "pointmass", "run_info.json")) as f:
+        info = json.load(f)
+    assert info["env_name"] == "pointmass:make_env"
+    assert info["env_loader"] == "factory" and info["env_module_dir"] == examples
+    assert json.loads(info["env_kwargs"]) == {"goal_radius": 0.2}
+    assert "on pointmass:make_env" in out, out[-3000:]
