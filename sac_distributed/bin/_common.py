@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging as std_logging
 import os
+import signal
 import sys
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence
@@ -232,6 +233,30 @@ def root_dir() -> str:
         raise config_lib.ConfigError("--root_dir is required (a directory shared by all jobs).")
     check_root_dir(FLAGS.root_dir)
     return FLAGS.root_dir
+
+
+# Exit statuses of a job stopped by a signal before it started its work.
+_STOPPED_WHILE_STARTING = {signal.SIGTERM: 0, signal.SIGINT: 130}
+
+
+def run_job(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FLAGS) -> None:
+    """`run` for the job binaries (server, actor, learner, evaluator).
+
+    Until the job installs its own StopSignal, after TensorFlow's import (tens
+    of seconds on a loaded machine), SIGTERM or SIGINT ends it at once with
+    status 0 (130 for SIGINT): it has written nothing yet, so a supervisor's
+    stop or a restart loop's kill in that window is a clean stop, not a death
+    by signal.
+    """
+    for signum in _STOPPED_WHILE_STARTING:
+        signal.signal(signum, _stop_while_starting)
+    run(main, help_flags)
+
+
+def _stop_while_starting(signum: int, _frame) -> None:
+    name = signal.Signals(signum).name
+    print(f"Received {name} while starting, before any work: exiting.", file=sys.stderr)
+    _exit_now(_STOPPED_WHILE_STARTING[signal.Signals(signum)])
 
 
 def run(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FLAGS) -> None:

@@ -53,7 +53,7 @@ def main() -> None:
 
 
 def run() -> None:
-    _common.run(main)
+    _common.run_job(main)
 
 
 if __name__ == "__main__":
