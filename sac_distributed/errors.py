@@ -41,6 +41,10 @@ class RunOwnedError(RuntimeError):
     """Another learner owns this run (its root_dir lock or the server's lease)."""
 
 
+class StoppedWhileWaitingError(Exception):
+    """A stop signal ended a wait for a server: the job stops cleanly, not a failure."""
+
+
 USER_ERRORS = (
     ConfigError,
     ServerUnreachableError,

@@ -1,6 +1,7 @@
-"""A job binary stopped while it starts (before its StopSignal, during TensorFlow's
-import) exits 0 at once: a restart loop's or a supervisor's SIGTERM in that window
-is a clean stop. Chaos found evaluators that died of the signal there (exit -15)."""
+"""A job binary stopped before it works exits 0: while it starts (before its
+StopSignal, during TensorFlow's import: chaos found evaluators that died of the
+signal there, exit -15), and while it waits for its server (it said "No Reverb
+server answered within 300 s" and exited 2)."""
 
 import os
 import signal
@@ -9,6 +10,7 @@ import sys
 import time
 
 import portpicker
+import proc_utils
 import pytest
 from proc_utils import DEADLINE_S
 
@@ -55,3 +57,28 @@ def test_sigterm_while_starting_exits_zero_at_once(job, tmp_path):
     assert proc.returncode == 0, err[-3000:]
     assert "Received SIGTERM while starting, before any work: exiting." in err
     assert not os.path.exists(tmp_path / "run" / "run_info.json")
+
+
+def test_sigterm_while_waiting_for_the_server_is_a_clean_stop(tmp_path):
+    address = f"localhost:{portpicker.pick_unused_port()}"  # nothing listens there
+    log_path = str(tmp_path / "evaluator.log")
+    proc = proc_utils.start(
+        "evaluator",
+        [
+            f"--root_dir={tmp_path / 'run'}",
+            "--env_name=Pendulum-v1",
+            f"--variable_container_server_address={address}",
+        ],
+        log_path,
+    )
+    try:
+        proc_utils.wait_for_log(log_path, "Waiting for the Reverb server", DEADLINE_S, {"e": proc})
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = proc_utils.read(log_path)
+    assert code == 0, log[-3000:]
+    assert f"Stopped while waiting for the Reverb server at {address}" in log
+    assert "No Reverb server answered" not in log and "error:" not in log

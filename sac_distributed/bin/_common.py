@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import app, flags, logging
 
 from sac_distributed import config as config_lib
-from sac_distributed.errors import USER_ERRORS
+from sac_distributed.errors import USER_ERRORS, StoppedWhileWaitingError
 from sac_distributed.runtime import check_root_dir
 
 FLAGS = flags.FLAGS
@@ -286,6 +286,9 @@ def run(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FL
             quiet_libraries()
         try:
             code = main() or 0
+        except StoppedWhileWaitingError as e:  # a stop signal, not a failure
+            logging.info("%s", e)
+            code = 0
         except USER_ERRORS as e:
             print(f"error: {e}", file=sys.stderr)  # the one line a user needs
             code = 2

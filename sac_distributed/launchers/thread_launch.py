@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 from absl import logging
 
 from sac_distributed import jobs
+from sac_distributed.errors import StoppedWhileWaitingError
 from sac_distributed.launchers.job_definitions import EVALUATOR, LEARNER, RunConfigs, server_names
 from sac_distributed.launchers.launch import LaunchResult
 from sac_distributed.runtime import port_in_use
@@ -49,6 +50,8 @@ class _Job:
     def _run(self) -> None:
         try:
             self.target()
+        except StoppedWhileWaitingError as stopped:  # a stop signal, not a failure
+            logging.info("%s: %s", self.name, stopped)
         except BaseException as error:  # noqa: BLE001  (reported by the watcher)
             logging.error("%s failed:\n%s", self.name, traceback.format_exc())
             self.error = error

@@ -29,7 +29,7 @@ import reverb
 from absl import logging
 
 from sac_distributed.config import ClientConfig
-from sac_distributed.errors import ServerUnreachableError
+from sac_distributed.errors import ServerUnreachableError, StoppedWhileWaitingError
 from sac_distributed.retry import retry
 
 # What a Reverb call raises when the server is gone: deadlines from our own
@@ -52,10 +52,17 @@ def connect(
     """Returns a client once the server at `address` answers.
 
     Waits with `retry.retry`'s backoff (capped at 5 s), logging what it waits
-    for, and raises ServerUnreachableError after `timeout_s` seconds. Each
+    for, and raises ServerUnreachableError after `timeout_s` seconds
+    (StoppedWhileWaitingError once `should_stop` holds). Each
     attempt asks with a new client, whose channel has not backed off.
     """
     waited = False
+    stopped = False
+
+    def stop_asked() -> bool:
+        nonlocal stopped
+        stopped = should_stop()
+        return stopped
 
     def attempt(remaining_s: float) -> reverb.Client:
         # A fresh client (channel) per attempt: one that has asked a dead server backs off.
@@ -74,8 +81,12 @@ def connect(
         )
 
     try:
-        client = retry(attempt, TRANSIENT_ERRORS, timeout_s, should_stop, on_retry=log_wait)
+        client = retry(attempt, TRANSIENT_ERRORS, timeout_s, stop_asked, on_retry=log_wait)
     except TRANSIENT_ERRORS as error:
+        if stopped:
+            raise StoppedWhileWaitingError(
+                f"Stopped while waiting for the Reverb server at {address} ({purpose})."
+            ) from error
         last_error = error
     else:
         if waited:
