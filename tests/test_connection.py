@@ -82,3 +82,33 @@ def test_recover_drops_the_old_clients_before_it_connects_anew(monkeypatch):
         connection.variables.server_info(timeout=5)
     finally:
         server.stop()
+
+
+def test_a_job_started_while_its_server_restarts_checks_the_tables_on_the_new_one(
+    env_specs, tmp_path
+):
+    """Chaos found an actor that exited 1 ("Socket closed") when its server was killed
+    between its connect and its table check; the check now waits for the server again."""
+    from conftest import ENV_NAME, small_hparams
+
+    from sac_distributed import jobs
+    from sac_distributed.jobs.server import make_server
+
+    hparams = small_hparams()
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+    server_config = config_lib.ServerConfig(ENV_NAME, hparams, str(tmp_path), port=port)
+    servers = [make_server(server_config, port)]
+    config = config_lib.ClientConfig(address, address, connect_timeout_s=DEADLINE_S)
+    connection = connection_lib.Connection(config, "actor 0", lambda: False)
+    connection.open()
+    servers[0].stop()  # lost after the connect, before the check
+    restart = threading.Timer(2.0, lambda: servers.append(make_server(server_config, port)))
+    restart.start()
+    try:
+        jobs._check_server_tables(connection, env_specs, hparams, "actor 0")  # noqa: SLF001
+        assert connection.reconnects == 1
+    finally:
+        restart.join()
+        for server in servers[1:]:
+            server.stop()

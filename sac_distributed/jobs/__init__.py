@@ -7,7 +7,7 @@ call in-process; each returns when its loop ends and cleans up after itself.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, List
+from typing import Callable, List, TypeVar
 
 from absl import logging
 
@@ -20,12 +20,13 @@ from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
 from sac_distributed.jobs.evaluation import EvalLoop, EvalResult
 from sac_distributed.jobs.learner_loop import LearnerLoop, LearnerResult
 from sac_distributed.jobs.server import ServerLoop, ShardLock, make_server
-from sac_distributed.replay.connection import Connection
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.results import EpisodeLog
 from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import Metrics, write_json
 
 StopFn = Callable[[], bool]
+T = TypeVar("T")
 
 
 def run_server(config: ServerConfig, should_stop: StopFn, wait: Callable[[float], bool]) -> None:
@@ -58,15 +59,32 @@ def _connect(client_config, should_stop: StopFn, who: str) -> Connection:
 
 
 def _check_server_tables(connection: Connection, specs, hparams, who: str) -> None:
-    """Every replay shard's and the variable container's tables, against this job's."""
-    replay.check_server_tables(
-        connection.shards,
-        connection.variables,
-        specs,
-        hparams,
-        who,
-        replay_addresses=connection.replay_addresses,
+    """Every replay shard's and the variable container's tables, against this job's;
+    a server lost meanwhile (a job started while it restarts) is waited for again."""
+    _with_reconnects(
+        connection,
+        lambda: replay.check_server_tables(
+            connection.shards,
+            connection.variables,
+            specs,
+            hparams,
+            who,
+            replay_addresses=connection.replay_addresses,
+        ),
     )
+
+
+def _with_reconnects(connection: Connection, call: Callable[[], T]) -> T:
+    """`call()` before a job's loop runs; after a lost server, reconnects and calls again
+    (`Connection.recover` gives up after a few recoveries without progress)."""
+    while True:
+        try:
+            result = call()
+        except TRANSIENT_ERRORS as error:
+            connection.recover(error)
+            continue
+        connection.made_progress()
+        return result
 
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
@@ -121,7 +139,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
 
 def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_stop: StopFn):
     """The server's lease on the run; None if the server grants none; False if stopped."""
-    if not ownership.has_lease_tables(connection.variables):
+    if not _with_reconnects(connection, lambda: ownership.has_lease_tables(connection.variables)):
         logging.info("The Reverb server grants no lease; only root_dir's lock guards this run.")
         return None
     lease = ownership.Lease(config.client.variable_container_server_address, me)
