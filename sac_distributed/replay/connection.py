@@ -233,6 +233,7 @@ class Connection:
     def recover(self, error: Exception) -> None:
         """Reconnects everything after `error`; re-raises it if recovering does not help."""
         self._count_recovery(error)
+        _drop_frames(error)
         self.release()
         self.open()
         self.reconnects += 1
@@ -241,6 +242,7 @@ class Connection:
     def recover_variables(self, error: Exception) -> None:
         """Reconnects only the variable container (the replay shards keep their clients)."""
         self._count_recovery(error)
+        _drop_frames(error)
         self.variables = None
         gc.collect()
         self.open_variables()
@@ -248,9 +250,6 @@ class Connection:
         logging.info("%s reconnected to the variable container.", self._who)
 
     def _count_recovery(self, error: Exception) -> None:
-        # The frames the error came through hold the old clients (and writers,
-        # iterators) as locals for as long as the error lives: drop those locals.
-        traceback.clear_frames(error.__traceback__)
         self._recoveries_without_progress += 1
         if self._recoveries_without_progress > MAX_RECOVERIES_WITHOUT_PROGRESS:
             raise error
@@ -265,6 +264,12 @@ class Connection:
     def made_progress(self) -> None:
         """Marks a successful round trip, resetting the give-up counter."""
         self._recoveries_without_progress = 0
+
+
+def _drop_frames(error: Exception) -> None:
+    """The frames `error` came through hold the old clients (and writers, iterators)
+    as locals for as long as the error lives: drops those locals."""
+    traceback.clear_frames(error.__traceback__)
 
 
 def _first_line(error: Exception) -> str:
