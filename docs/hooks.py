@@ -47,6 +47,7 @@ API_NAV_TITLE = "API"
 MIRRORED_PAGES = (
     "benchmarks/README.md",
     "benchmarks/LEARNING.md",
+    "benchmarks/device/README.md",
     "launch/README.md",
     "launch/RAY.md",
 )

@@ -145,18 +145,28 @@ def _watch_actors(
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         now = time.monotonic()
         samples.append((now, k * inserted_items(client, replay.REPLAY_TABLE)))
-        for task, path in enumerate(log_paths):
-            if task in stopped:
-                continue
-            with open(path) as f:
-                text = f.read()
-            if task not in started and ACTOR_START_MARK in text:
-                started[task] = now
-            if ACTOR_STOP_MARK in text:
-                stopped[task] = now
+        _read_marks(log_paths, now, started, stopped)
         time.sleep(POLL_S)
-    samples.append((time.monotonic(), k * inserted_items(client, replay.REPLAY_TABLE)))
+    now = time.monotonic()
+    samples.append((now, k * inserted_items(client, replay.REPLAY_TABLE)))
+    # An actor that started and stopped after the last poll is read here, not lost.
+    _read_marks(log_paths, now, started, stopped)
     return samples, started, stopped
+
+
+def _read_marks(
+    log_paths: Sequence[str], now: float, started: Dict[int, float], stopped: Dict[int, float]
+) -> None:
+    """Records `now` for each actor whose log shows its first step or its stop."""
+    for task, path in enumerate(log_paths):
+        if task in stopped:
+            continue
+        with open(path) as f:
+            text = f.read()
+        if task not in started and ACTOR_START_MARK in text:
+            started[task] = now
+        if ACTOR_STOP_MARK in text:
+            stopped[task] = now
 
 
 def _check_actors_ran(
