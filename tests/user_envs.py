@@ -82,17 +82,20 @@ not_callable = 42
 
 
 class FailsAtStep(CountingEnv):
-    """Raises, or returns a wrong-shaped observation, at step `at`."""
+    """Raises, or returns a wrong-shaped observation, at its `at`-th step since it was
+    made (counted over episodes, as the step in the error message is)."""
 
     def __init__(self, at=3, how="raise"):
         super().__init__()
         self.at, self.how = at, how
+        self.steps_made = 0
 
     def step(self, action):
         observation, reward, terminated, truncated, info = super().step(action)
-        if self.t == self.at and self.how == "raise":
+        self.steps_made += 1
+        if self.steps_made == self.at and self.how == "raise":
             raise ValueError("solver diverged")
-        if self.t == self.at:
+        if self.steps_made == self.at:
             observation = np.zeros(5)
         return observation, reward, terminated, truncated, info
 
