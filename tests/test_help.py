@@ -5,6 +5,7 @@ this interpreter, where absl's `sys.argv[0]` is a generated file that defines
 no flags) and as `python -m`; nothing here imports TensorFlow.
 """
 
+import functools
 import os
 import re
 import subprocess
@@ -47,6 +48,7 @@ print(*[f.name for m, fs in by_module.items() if m.startswith("sac_distributed")
 """
 
 
+@functools.cache  # one child per module, for both ways of running it
 def _flags_of(module: str):
     """(the flags `module` defines, every flag sac_distributed defines in its process);
     read in a child: binaries define some of the same names, which one process cannot."""
@@ -68,6 +70,16 @@ def _command(script: str, module: str, installed: bool):
     return [sys.executable, "-m", f"sac_distributed.bin.{module}"]
 
 
+def _help_flags(script: str, installed: bool):
+    """Both help flags for each binary, one through each way of running it (a process
+    each, the costly part of this file); both through `python -m` when the console
+    script is not installed."""
+    if installed:
+        return ("--help",)
+    console_script = _command(script, "", installed=True)[0]
+    return ("--helpshort",) if os.path.exists(console_script) else ("--help", "--helpshort")
+
+
 def test_setup_py_lists_every_binary():
     assert len(SCRIPTS) == 9 and {m for _, m in SCRIPTS} == set(SHARED), SCRIPTS
 
@@ -79,7 +91,7 @@ def test_help_lists_the_binarys_own_flags_and_not_absls(script, module, installe
     if installed and not os.path.exists(command[0]):
         pytest.skip(f"{command[0]} is not installed (pip install -e .)")
     own, ours = _flags_of(module)
-    for help_flag in ("--help", "--helpshort"):
+    for help_flag in _help_flags(script, installed):
         result = subprocess.run(
             [*command, help_flag], capture_output=True, text=True, timeout=TIMEOUT_S
         )
