@@ -278,39 +278,45 @@ def make_learner(new_learner, reverb_server):
 # --- the order in which `make test` hands files to its two workers -----------------
 
 # The longest test files, longest first (about how long each took in a whole
-# `make test` run, with --durations=0; the order matters, not the numbers).
+# `make test` run, read with tests/cpu_profile.py; the order matters, not the numbers).
 # `make test` runs `--dist loadfile --no-loadscope-reorder`, which hands whole
 # files to its three workers in collection order: starting the long ones first and
 # leaving the short ones for the end keeps every worker busy until the last
 # minute. Order only: a file missing here still runs, after these, in the usual
 # order.
-LONGEST_FILES_FIRST = (  # seconds per file in the full suite, 2026-11-27
-    "test_reliability.py",  # ~190 s
-    # Issue 42's files: alone at load ~20, a tenth of the CPU each; about these in a suite.
-    "test_reused_root_dir.py",  # ~190 s (730 s at load 20)
-    "test_docs_examples.py",  # ~210 s alone at load ~10 (two sac-launch runs)
-    "test_shards.py",  # ~150 s
-    "test_learning_benchmark.py",  # ~135 s
-    "test_policy_averaging.py",  # ~115 s
-    "test_learner.py",  # ~90 s
-    "test_thread_launch.py",  # ~85 s
-    "test_peer_sb3loop.py",  # ~80 s
-    "test_launch.py",  # ~75 s
-    "test_generic_defaults.py",  # ~75 s (275 s at load 20)
-    "test_help.py",  # ~70 s (255 s at load 20)
-    "test_ray_launch.py",  # ~65 s
-    "test_config_mismatch.py",  # ~60 s
-    "test_prioritized_replay.py",  # ~55 s
-    "test_exported_policy.py",  # ~55 s
-    "test_evaluate_tool.py",  # ~50 s
-    "test_seed.py",  # ~50 s
-    "test_status.py",  # ~50 s
-    "test_docs.py",  # ~50 s alone at load ~10 (mkdocs build --strict, nine --helpshort)
-    "test_benchmark_tools.py",  # ~100 s alone at load ~10 (eight --help, two tiny runs)
-    "test_eval_sync.py",  # ~45 s
-    "test_load.py",  # ~45 s
-    "test_notebook.py",  # ~45 s
-    "test_launch_shards.py",  # ~45 s
+LONGEST_FILES_FIRST = (  # wall s per file in a full suite beside a learning run, 2026-11-28
+    "test_reliability.py",  # 374 s, 145 CPU-s
+    "test_reused_root_dir.py",  # 357 s, 94 CPU-s
+    "test_shards.py",  # 227 s, 100 CPU-s
+    "test_learning_benchmark.py",  # 209 s, 94 CPU-s
+    "test_docs_examples.py",  # 190 s, 78 CPU-s
+    "test_chaos.py",  # 120 s, 79 CPU-s
+    "test_learner.py",  # 103 s, 32 CPU-s
+    "test_prioritized_replay.py",  # 87 s, 23 CPU-s
+    "test_thread_launch.py",  # 85 s, 30 CPU-s
+    "test_eval_sync.py",  # 78 s, 39 CPU-s
+    "test_status.py",  # 76 s, 22 CPU-s
+    "test_policy_averaging.py",  # 74 s, 30 CPU-s
+    "test_exported_policy.py",  # 72 s, 19 CPU-s
+    "test_checkpoints.py",  # 69 s, 16 CPU-s
+    "test_ray_one_machine.py",  # 68 s, 17 CPU-s
+    "test_launch_shards.py",  # 67 s, 43 CPU-s
+    "test_help.py",  # 65 s, 51 CPU-s
+    "test_crossq.py",  # 65 s, 42 CPU-s
+    "test_evaluate_tool.py",  # 62 s, 33 CPU-s
+    "test_launch.py",  # 60 s, 33 CPU-s
+    "test_ownership.py",  # 53 s, 27 CPU-s
+    "test_ray_launch.py",  # 53 s, 14 CPU-s
+    "test_notebook.py",  # 53 s, 44 CPU-s
+    "test_peer_sb3loop.py",  # 51 s, 33 CPU-s
+    "test_load.py",  # 51 s, 66 CPU-s
+    "test_compose_run.py",  # 48 s, 39 CPU-s
+    "test_crossq_cost.py",  # 41 s, 26 CPU-s
+    "test_guards.py",  # 40 s, 26 CPU-s
+    "test_learning_rate_schedule.py",  # 40 s, 24 CPU-s
+    "test_normalization.py",  # 38 s, 24 CPU-s
+    "test_replay_checkpoints.py",  # 38 s, 35 CPU-s
+    "test_seed.py",  # 35 s, 60 CPU-s
 )
 
 
