@@ -100,6 +100,15 @@ def test_crossq_takes_its_learning_rate_unless_the_flags_name_one():
     assert sac.algorithm == "sac" and sac.critic_learning_rate == 3e-4  # the preset, unchanged
 
 
+def test_crossq_clips_the_actors_log_std_unless_the_flags_say_not_to():
+    assert config_lib.hyperparams_for("Pendulum-v1", {"algorithm": "crossq"}).clip_policy_log_std
+    unclipped = config_lib.hyperparams_for(
+        "Pendulum-v1", {"algorithm": "crossq", "clip_policy_log_std": False}
+    )
+    assert not unclipped.clip_policy_log_std
+    assert not config_lib.hyperparams_for("Pendulum-v1", {}).clip_policy_log_std  # SAC: as before
+
+
 # --- the layer --------------------------------------------------------------------
 
 

@@ -145,7 +145,8 @@ flags.DEFINE_boolean(
     "clip_policy_log_std",
     None,
     "Clip the actor's log std to [-20, 2] before exp (SB3's and TF-Agents' "
-    "std_clip_transform). Off: TF-Agents' default, unclipped.",
+    "std_clip_transform). Off: TF-Agents' default, unclipped; on for --algorithm=crossq, "
+    "as in the CrossQ authors' code.",
 )
 flags.DEFINE_float(
     "adam_epsilon", None, "Adam's epsilon for every optimizer (Keras: 1e-7, PyTorch/SB3: 1e-8)."
