@@ -28,7 +28,8 @@ from sac_distributed.tools import inspect_policy
 EPISODES = 20
 SEED = 123
 STEPS = 60
-CROSSQ = {"algorithm": "crossq"}
+# What --algorithm=crossq gives (config.hyperparams_for): the actor's log std clipped.
+CROSSQ = {"algorithm": "crossq", "clip_policy_log_std": True}
 
 
 @pytest.fixture(scope="module")
