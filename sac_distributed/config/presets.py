@@ -166,10 +166,10 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.get("algorithm") == "crossq":  # its own defaults unless the flags name others
         rates = ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate")
-        base = dataclasses.replace(base, **{name: CROSSQ_LEARNING_RATE for name in rates})
         # The CrossQ authors' actor clips its log std; unclipped, HopperBullet's seed 0
         # went NaN at 21k updates (benchmarks/results/crossq_hopper).
-        base = dataclasses.replace(base, clip_policy_log_std=True)
+        crossq = {name: CROSSQ_LEARNING_RATE for name in rates}
+        base = dataclasses.replace(base, clip_policy_log_std=True, **crossq)
     unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
     _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
     try:
