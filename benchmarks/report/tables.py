@@ -65,6 +65,12 @@ INVERTED = _set(
 HALFCHEETAH = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 HALFCHEETAH_300K = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 CROSSQ = _set("HalfCheetahBulletEnv-v0", "ours, CrossQ", ("crossq_halfcheetah", "ours-crossq"))
+CROSSQ_HOPPER = _set(
+    "HopperBulletEnv-v0",
+    "ours, CrossQ",
+    ("crossq_hopper", "ours-crossq_clip"),
+    note="CrossQ's default (log std clipped), run as the variant `crossq_clip`",
+)
 HOPPER = _set("HopperBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 HOPPER_300K = _set("HopperBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 WALKER_300K = _set(
@@ -92,6 +98,10 @@ MUJOCO = {
     env: _set(env, "ours, preset", ("learning_mujoco", "ours-preset"))
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 }
+CROSSQ_MUJOCO = {
+    env: _set(env, "ours, CrossQ", ("crossq_mujoco", "ours-crossq"))
+    for env in ("HalfCheetah-v5", "Walker2d-v5")
+}
 
 # The short table of README.md and the docs: (runs, mark, budget in words).
 GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
@@ -102,12 +112,14 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (CROSSQ, 100_000, "100k"),
     (HOPPER, 100_000, "100k"),
     (HOPPER_300K, 300_000, "300k"),
+    (CROSSQ_HOPPER, 100_000, "100k"),
     (WALKER_300K, 100_000, "100k of 300k runs"),
     (WALKER_300K, 300_000, "300k"),
     (ANT, 100_000, "100k"),
     (ANT_300K, 300_000, "300k"),
     (MINITAUR, 110_000, "110k (100k SGD steps)"),
     *((runs, 100_000, "100k") for runs in MUJOCO.values()),
+    *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO.values()),
     (UNTUNED, 30_000, "30k"),
 )
 
@@ -161,6 +173,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             HOPPER,
             _set("HopperBulletEnv-v0", "SB3, same hyperparameters", ("learning", "sb3-preset")),
             HOPPER_300K,
+            CROSSQ_HOPPER,
         ),
     ),
     "Walker2DBulletEnv-v0": (
@@ -217,8 +230,10 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
                 "SB3, same hyperparameters",
                 ("learning_mujoco_sb3", "sb3-preset"),
             ),
+            CROSSQ_MUJOCO["HalfCheetah-v5"],
         ),
     ),
+    "Walker2d-v5": ((50_000, 100_000), (MUJOCO["Walker2d-v5"], CROSSQ_MUJOCO["Walker2d-v5"])),
     "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
 }
 
