@@ -105,7 +105,9 @@ def _last_int(pattern: str, text: str) -> int:
 def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     """One run, three SIGKILLs: the server (replay restored from its checkpoint, the
     clients carry on against the new one), the learner (resumed from its checkpoint,
-    at most one interval lost) and an actor (a new one rejoins)."""
+    at most one interval lost) and an actor (a new one rejoins). The learner is frozen
+    across the server's restart and killed there, so a learner process reconnecting to a
+    restarted server is tested by test_chaos.py (and in-process below)."""
     run.start_server()
     run.start_learner()
     run.start_actor()
