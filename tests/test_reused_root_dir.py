@@ -123,8 +123,16 @@ def test_the_launcher_refuses_another_run_before_starting_anything(copied_root, 
     ],
     ids=["server_other_env", "server_other_sizes", "actor", "learner", "evaluator", "kwargs"],
 )
-def test_every_job_refuses_another_run_before_touching_its_files(copied_root, job, flags):
+def test_every_job_refuses_another_run_before_touching_its_files(copied_root, job, flags, tmp_path):
+    """...and before it imports TensorFlow: a `tensorflow` that fails on import is
+    first on the path, so a job that imported it would exit 1 with that error."""
     before = _snapshot(copied_root)
+    poisoned = tmp_path / "poisoned" / "tensorflow"
+    poisoned.mkdir(parents=True)
+    (poisoned / "__init__.py").write_text(
+        'raise ImportError("TensorFlow imported before the refusal")\n'
+    )
+    path = os.pathsep.join(filter(None, [str(poisoned.parent), os.environ.get("PYTHONPATH")]))
     try:
         result = subprocess.run(
             [sys.executable, "-m", f"sac_distributed.bin.{job}", f"--root_dir={copied_root}"]
@@ -134,6 +142,7 @@ def test_every_job_refuses_another_run_before_touching_its_files(copied_root, jo
             text=True,
             timeout=120,  # a server that does not refuse serves until stopped
             stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path},
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"sac {job} did not refuse the other run's root_dir; it ran on")

@@ -18,6 +18,7 @@ from absl import app, flags, logging
 
 from sac_distributed import config as config_lib
 from sac_distributed.errors import USER_ERRORS, StoppedWhileWaitingError
+from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import check_root_dir
 
 FLAGS = flags.FLAGS
@@ -238,6 +239,13 @@ def root_dir() -> str:
 
 # Exit statuses of a job stopped by a signal before it started its work.
 _STOPPED_WHILE_STARTING = {signal.SIGTERM: 0, signal.SIGINT: 130}
+
+
+def refuse_another_run(config) -> None:
+    """A job's refusal of a root_dir that holds another run, made before the job
+    imports TensorFlow: a wrong flag costs a second, not the import's tens of
+    seconds on a loaded machine (the job checks again where it starts in-process)."""
+    check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
 
 
 def run_job(main: Callable[[], Optional[int]], help_flags: Sequence[str] = SHARED_FLAGS) -> None:

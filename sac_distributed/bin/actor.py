@@ -34,6 +34,7 @@ def _config_from_flags() -> config_lib.ActorConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    _common.refuse_another_run(config)
     from sac_distributed import jobs  # TensorFlow only now, once the flags have passed
 
     jobs.run_actor(config, StopSignal().install())

@@ -42,6 +42,7 @@ def _config_from_flags() -> config_lib.LearnerConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    _common.refuse_another_run(config)
     # TensorFlow only now, once the flags have passed (see the package docstring).
     from sac_distributed import jobs
     from sac_distributed.algorithm import agent as agent_lib

@@ -56,6 +56,7 @@ def _config_from_flags() -> config_lib.ServerConfig:
 
 def main() -> None:
     config = _config_from_flags()
+    _common.refuse_another_run(config)
     from sac_distributed import jobs  # TensorFlow only now, once the flags have passed
 
     stop = StopSignal(finishing="writing the replay checkpoint").install()
