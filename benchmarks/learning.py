@@ -256,7 +256,7 @@ class Running:
         code = self.process.returncode
         record = {
             "key": self.spec.key,
-            "status": "done" if code == 0 and os.path.exists(self.results_path()) else "failed",
+            "status": run_status(code, self.results_path(), self.env_steps_so_far(), budget),
             "exit_code": code,
             "command": shlex.join(self.argv),
             "started": round(self.started, 1),
@@ -286,6 +286,20 @@ class Running:
         if record["status"] == "done":
             shutil.rmtree(self.work, ignore_errors=True)  # checkpoints, replay: not kept
         return record
+
+
+# A run whose last evaluation is short of this share of the budget did not finish,
+# even where its process exited 0 (a job stopped from outside stops cleanly).
+FINISHED_SHARE = 0.95
+
+
+def run_status(code: Optional[int], results: str, env_steps: int, budget: Budget) -> str:
+    """The run's status: done when it exited 0 with evaluations up to the budget,
+    short when it exited 0 before that (it is run again, as a failed one is), else
+    failed."""
+    if code != 0 or not os.path.exists(results):
+        return "failed"
+    return "done" if env_steps >= FINISHED_SHARE * budget.env_steps else "short"
 
 
 def export_learner_scalars(summary_dir: str, path: str) -> int:

@@ -442,3 +442,18 @@ def test_a_runs_warm_up_and_updates_add_up_to_the_budget(env_name):
     argv = learning._ours_command(spec, budget, hp, "/tmp/unused")
     launched = learning.resolved_hparams(env_name, [a for a in argv if a.startswith("--")][1:])
     assert launched.initial_collect_steps + launched.num_iterations == budget.env_steps
+
+
+def test_a_run_stopped_from_outside_short_of_its_budget_is_not_done(tmp_path):
+    """sac-launch stopped by a SIGTERM exits 0 after a clean stop: its run must not
+    count as finished (the report leaves it out, the next sweep runs it again)."""
+    budget = learning.Budget(
+        env_steps=100_000, eval_every=5_000, num_eval_episodes=1, utd=1.0, common_flags=()
+    )
+    results = tmp_path / "results.csv"
+    assert learning.run_status(0, str(results), 101_600, budget) == "failed"  # no results
+    results.write_text("train_step,env_steps,average_return\n")
+    assert learning.run_status(0, str(results), 101_600, budget) == "done"
+    assert learning.run_status(0, str(results), 95_000, budget) == "done"
+    assert learning.run_status(0, str(results), 46_544, budget) == "short"
+    assert learning.run_status(1, str(results), 101_600, budget) == "failed"
