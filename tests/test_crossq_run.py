@@ -28,8 +28,9 @@ from sac_distributed.tools import inspect_policy
 EPISODES = 20
 SEED = 123
 STEPS = 60
-# What --algorithm=crossq gives (config.hyperparams_for): the actor's log std clipped.
-CROSSQ = {"algorithm": "crossq", "clip_policy_log_std": True}
+# hyperparams_for (through small_hparams) adds CrossQ's defaults: its learning rates
+# and the actor's log std clipped, as --algorithm=crossq gives.
+CROSSQ = {"algorithm": "crossq"}
 
 
 @pytest.fixture(scope="module")
