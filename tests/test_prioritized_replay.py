@@ -211,6 +211,14 @@ def test_training_steps_change_priorities_on_the_server(
     untouched = [p for key, p in seen.items() if key not in latest]
     assert all(p == 1.0 for p in untouched)
 
+    # A spare of the prioritized update (traced ahead with 0 steps) swaps in for a
+    # reconnect and trains on a new iterator without tracing again (traced.py).
+    assert learner.trace_spares(_iterator(learner, address, env_specs, hparams)) == 1
+    assert learner.retrace() and learner.tracing_counts()["prioritized"] == 1
+    _, again = learner.step_prioritized(_iterator(learner, address, env_specs, hparams), 2)
+    assert again.keys.shape == (2 * hparams.batch_size // K,)
+    assert learner.tracing_counts()["prioritized"] == 1
+
 
 # --- the updater ---------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """Where a learner's reconnect spends its time, piece by piece, in one process.
 
 After a lost server the learner (jobs/learner_loop.py `_recover`) reconnects,
-calls `learner.retrace()` (drops its traced tf.functions, since the abandoned
-call may still run the old ones), builds a new dataset iterator, publishes,
-and its next training call traces the update again; its next summary traces
-the diagnostics again. This tool times each of those on a real in-process
+calls `learner.retrace()` (new tf.functions, since the abandoned call may still
+run the old ones), builds a new dataset iterator and publishes. Without spares
+its next training call traces the update again and its next summary the
+diagnostics; with spares traced ahead (`algorithm/traced.py`, from the
+learner's first summary on) retrace() swaps them in. This tool times each of
+those on a real in-process
 Reverb server holding random Pendulum-like transitions, against a call of
 the already traced update, in wall and CPU seconds, so the chaos tool's
 recovery figures (benchmarks/chaos.py) can be split into their parts.
@@ -106,6 +108,19 @@ def measure(env_name: str, overrides: dict, steps_per_call: int) -> dict:
     _, out["kept_functions_new_iterator_call_wall"], _ = _timed(
         lambda: learner.step(iterator, steps_per_call)
     )
+    # Spares traced ahead (what the learner does from its first summary on), then
+    # swapped in by retrace(): the reconnect's path without tracing.
+    learner.diagnostics(iterator)
+    _, out["trace_spares_wall"], out["trace_spares_cpu"] = _timed(
+        lambda: learner.trace_spares(iterator)
+    )
+    out["spares_swapped_in"] = float(learner.retrace())
+    iterator, _, _ = _timed(make_iterator)
+    _, out["spare_call_wall"], out["spare_call_cpu"] = _timed(
+        lambda: learner.step(iterator, steps_per_call)
+    )
+    _, out["spare_diagnostics_wall"], _ = _timed(lambda: learner.diagnostics(iterator))
+    out["spare_traces"] = float(learner.tracing_counts()["train"])
     server.stop()
     return {k: round(v, 3) for k, v in out.items()}
 

@@ -32,9 +32,9 @@ from sac_distributed.algorithm.learner_base import (
     Losses,
     call_update,
     checked_losses,
-    traced,
 )
 from sac_distributed.algorithm.policy import ObservationNormalization
+from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
 
 # The checkpoint's name for the CrossQ agent; SacLearner's is "agent".
@@ -82,7 +82,9 @@ class CrossQLearner(LearnerBase):
         )
         self._checkpoints.restore(checks=(check_written_by_crossq,))
         self._exporter = PolicyExporter(savers, self.train_step, root_dir)
-        self.retrace()
+        self._functions = TracedFunctions(
+            {"train": (self._train_steps, True), "diagnostics": (self._diagnostics, False)}
+        )
 
     @property
     def alpha(self) -> float:
@@ -90,18 +92,13 @@ class CrossQLearner(LearnerBase):
 
     # --- the update --------------------------------------------------------------
 
-    def retrace(self) -> None:
-        """Drops the traced functions; the next call traces new ones."""
-        self._train_fn = traced(self._train_steps)
-        self._diagnostics_fn = traced(self._diagnostics)
-
     def step(self, iterator: Iterator, num_steps: int = 1) -> Losses:
         """Runs `num_steps` CrossQ updates on batches from `iterator`; the last losses.
 
         Raises NonFiniteLossError on a NaN or inf loss, and the iterator's own
         errors, as SacLearner.step.
         """
-        outputs = call_update(self._train_fn, iterator, num_steps, self._non_finite)
+        outputs = call_update(self._functions["train"], iterator, num_steps, self._non_finite)
         return checked_losses(outputs, self._non_finite)
 
     def _train_steps(self, iterator, num_steps: tf.Tensor):
@@ -118,7 +115,7 @@ class CrossQLearner(LearnerBase):
 
     def diagnostics(self, iterator: Iterator) -> Diagnostics:
         """Entropy and mean Q (inference mode) on one batch, and the temperature."""
-        entropy, q_value = (float(x) for x in self._diagnostics_fn(iterator))
+        entropy, q_value = (float(x) for x in self._functions["diagnostics"](iterator))
         return Diagnostics(entropy, q_value, self.alpha)
 
     def _diagnostics(self, iterator):

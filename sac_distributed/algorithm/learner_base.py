@@ -4,13 +4,14 @@ train_step, checkpoints, exports and the variables acting needs."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from sac_distributed.algorithm.checkpoints import LearnerCheckpoints, PolicyExporter
 from sac_distributed.algorithm.policy import ObservationNormalization
+from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.errors import NonFiniteLossError
 
 
@@ -55,14 +56,6 @@ class LearnerVariables(NamedTuple):
 NonFinite = Callable[[str], NonFiniteLossError]
 
 
-def traced(fn):
-    """tf.function without autograph: SacAgent's update has only static Python
-    control flow, and converting it made tracing ~7x slower (about 19 s instead
-    of under 3 s for Pendulum-v1 on 2 cores), which every start and every
-    reconnect pays."""
-    return tf.function(fn, autograph=False)
-
-
 def call_update(fn, iterator: Iterator, num_steps: int, non_finite: NonFinite):
     """`fn(iterator, num_steps)`, turning the update's numerics check into our error."""
     try:
@@ -94,14 +87,15 @@ def non_finite_error(algorithm: str, train_step: int, kept: str, detail: str) ->
 
 class LearnerBase:
     """The methods both learners share once built: a subclass sets `train_step`,
-    `_checkpoints` (LearnerCheckpoints) and `_exporter` (PolicyExporter), and
-    defines `policy_weights()` and `observation_normalization()`.
+    `_checkpoints` (LearnerCheckpoints), `_exporter` (PolicyExporter) and `_functions`
+    (TracedFunctions), and defines `policy_weights()` and `observation_normalization()`.
     """
 
     ALGORITHM = "SAC"  # names the learner in its errors
     train_step: tf.Variable
     _checkpoints: LearnerCheckpoints
     _exporter: PolicyExporter
+    _functions: TracedFunctions
 
     @property
     def train_step_numpy(self) -> int:
@@ -130,6 +124,25 @@ class LearnerBase:
     def export_policies(self) -> None:
         """Writes full SavedModels of all three policies, replacing the old ones."""
         self._exporter.export()
+
+    # --- the traced functions, for a reconnect (traced.py) ----------------------------
+
+    def retrace(self) -> bool:
+        """New functions in place of the current ones, which a call abandoned on a lost
+        server may still be running: the spares where traced ahead (True), else
+        functions that trace on their first call."""
+        return self._functions.swap()
+
+    def trace_spares(self, iterator: Iterator) -> int:
+        """Traces ahead what `retrace` will put in place; how many functions it traced."""
+        return self._functions.trace_spares(iterator)
+
+    @property
+    def spares_ready(self) -> bool:
+        return self._functions.spares_ready
+
+    def tracing_counts(self) -> Dict[str, int]:
+        return self._functions.tracing_counts()
 
     def _non_finite(self, detail: str) -> NonFiniteLossError:
         kept = self.latest_checkpoint or "none yet"

@@ -53,7 +53,6 @@ from sac_distributed.algorithm.learner_base import (
     PriorityUpdate,
     call_update,
     checked_losses,
-    traced,
 )
 from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.algorithm.prioritized_update import (
@@ -63,6 +62,7 @@ from sac_distributed.algorithm.prioritized_update import (
     item_priorities,
     weighted_sac_update,
 )
+from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
 
 # Importable from here as before the split into checkpoints.py, learner_base.py and
@@ -111,6 +111,8 @@ class SacLearner(LearnerBase):
     ):
         self._specs = specs
         self._rows_per_item = hparams.transitions_per_item
+        # Items per step over all replicas: a known shape lets a 0-step call stack.
+        self._items_per_step = hparams.batch_size // hparams.transitions_per_item
         self._beta = hparams.importance_sampling_exponent
         self.strategy = strategy
         if seed is not None:
@@ -139,7 +141,13 @@ class SacLearner(LearnerBase):
         )
         self._checkpoints.restore(checks=self._checkpoint_checks(hparams))
         self._exporter = PolicyExporter(savers, self.train_step, root_dir)
-        self.retrace()
+        self._functions = TracedFunctions(
+            {
+                "train": (self._train_steps, True),
+                "prioritized": (self._prioritized_steps, True),
+                "diagnostics": (self._diagnostics, False),
+            }
+        )
 
     @property
     def alpha(self) -> float:
@@ -163,15 +171,6 @@ class SacLearner(LearnerBase):
 
     # --- the update --------------------------------------------------------------
 
-    def retrace(self) -> None:
-        """Drops the traced functions; the next call traces new ones.
-
-        A call abandoned on a lost server may still be running the old ones.
-        """
-        self._train_fn = traced(self._train_steps)
-        self._prioritized_fn = traced(self._prioritized_steps)
-        self._diagnostics_fn = traced(self._diagnostics)
-
     def step(self, iterator: Iterator, num_steps: int = 1) -> Losses:
         """Runs `num_steps` SAC updates on batches from `iterator`; the last step's losses.
 
@@ -179,9 +178,8 @@ class SacLearner(LearnerBase):
         when a loss becomes NaN or inf, and the iterator's own errors
         (OutOfRangeError when a sample timed out, the client's on a lost server).
         """
-        return checked_losses(
-            call_update(self._train_fn, iterator, num_steps, self._non_finite), self._non_finite
-        )
+        outputs = call_update(self._functions["train"], iterator, num_steps, self._non_finite)
+        return checked_losses(outputs, self._non_finite)
 
     def step_prioritized(
         self, iterator: Iterator, num_steps: int = 1
@@ -197,7 +195,7 @@ class SacLearner(LearnerBase):
         Raises what `step` raises.
         """
         losses, keys, shards, priorities = call_update(
-            self._prioritized_fn, iterator, num_steps, self._non_finite
+            self._functions["prioritized"], iterator, num_steps, self._non_finite
         )
         update = PriorityUpdate(
             keys=keys.numpy().view(np.uint64),  # carried as int64 bits (see below)
@@ -209,7 +207,7 @@ class SacLearner(LearnerBase):
     def _train_steps(self, iterator, num_steps: tf.Tensor):
         """The traced body of `step`: a tf.while_loop of replicated SAC updates.
 
-        Traced without autograph (see `learner_base.traced`), so the loop is an explicit
+        Traced without autograph (see `traced.traced`), so the loop is an explicit
         tf.while_loop and the update is SacAgent's `_train`: its public `train`
         wraps it in an autograph-converted function of its own.
         """
@@ -258,9 +256,10 @@ class SacLearner(LearnerBase):
         start = (
             tf.constant(0, num_steps.dtype),
             (zero, zero, zero, zero),
-            tf.TensorArray(tf.int64, size=num_steps),
-            tf.TensorArray(tf.int32, size=num_steps),
-            tf.TensorArray(tf.float64, size=num_steps),
+            *(
+                tf.TensorArray(dtype, size=num_steps, element_shape=[self._items_per_step])
+                for dtype in (tf.int64, tf.int32, tf.float64)
+            ),
         )
         _, losses, keys, shards, priorities = tf.while_loop(
             lambda i, *_: i < num_steps, body, start
@@ -284,7 +283,7 @@ class SacLearner(LearnerBase):
 
     def diagnostics(self, iterator: Iterator) -> Diagnostics:
         """Entropy and mean Q on one batch from `iterator`, and the temperature."""
-        entropy, q_value = (float(x) for x in self._diagnostics_fn(iterator))
+        entropy, q_value = (float(x) for x in self._functions["diagnostics"](iterator))
         return Diagnostics(entropy, q_value, self.alpha)
 
     def _diagnostics(self, iterator):

@@ -5,10 +5,11 @@ This loop owns what makes it a distributed job: the Reverb dataset iterator
 (learner_feed.py; one tf.function call runs up to `steps_per_call` updates
 over it, so Python runs once per call rather than once per step), a watchdog
 that notices a lost or restarted server while a call runs (watchdog.py),
-reconnection, and the schedule of periodic work between calls (`Every`
-triggers): checkpoints, SavedModel exports, weight pushes to the variable
-container, summaries (learner_summaries.py) and, with wait_for_eval, the
-wait for each evaluation (eval_wait.py). Prioritized replay's part is
+reconnection (with spare traced functions swapped in: algorithm/traced.py),
+and the schedule of periodic work between calls (`Every` triggers):
+checkpoints, SavedModel exports, weight pushes to the variable container,
+summaries (learner_summaries.py) and, with wait_for_eval, the wait for each
+evaluation (eval_wait.py). Prioritized replay's part is
 learner_priorities.py.
 
 With several replay shards the iterator samples from every live shard
@@ -143,6 +144,7 @@ class LearnerLoop:
             Every(hp.policy_save_interval, self.learner.export_policies),
             Every(config.variable_push_interval, self.publish),
             Every(config.summary_interval, self._summarize),
+            Every(config.summary_interval, self._trace_spares),
         ) + (
             (Every(hp.eval_interval, lambda: self._eval_wait(self.step)),)
             if hp.wait_for_eval
@@ -235,20 +237,27 @@ class LearnerLoop:
             self._drop_shards(lost, error)
             return
         self._iterator = None  # its dataset's client goes before the reconnect
-        self._forget_traces()
+        how = "update traced ahead" if self._forget_traces() else "the update traces again"
         self._reconnect(error)
         self._iterator = self._feed.make_when_ready()
         self.publish()
-        logging.info("Learner resumed at train_step %d after reconnecting.", self.step)
+        logging.info("Learner resumed at train_step %d after reconnecting (%s).", self.step, how)
 
     def _new_iterator(self) -> None:
         """A new iterator and new traced functions: an abandoned call may still hold the old."""
         self._forget_traces()
         self._iterator = self._feed.make_when_ready()
 
-    def _forget_traces(self) -> None:
-        self.learner.retrace()
+    def _forget_traces(self) -> bool:
+        """New functions for those an abandoned call may run; True if traced ahead."""
         self._watchdog.forget_traces()
+        return self.learner.retrace()
+
+    def _trace_spares(self) -> None:
+        """From the first summary on (both functions have run), spares for the next
+        reconnect (traced.py); runs too short to summarize never pay for them."""
+        if self._iterator is not None and not self.learner.spares_ready:
+            self.learner.trace_spares(self._iterator)
 
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
         """Rebuilds the iterator over the remaining shards; the variable container stays."""
