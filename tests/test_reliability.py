@@ -209,13 +209,14 @@ def _fill(address: str, count: int) -> None:
 def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog, monkeypatch):
     """A server stopped in-process leaves the learner's dataset hanging: the guarded
     call must notice, reconnect to the new server and finish. The learner summarizes
-    every 20 steps, so by the stop (step 50) it has spare functions traced ahead: the
-    reconnect swaps them in and the update never traces again, although the abandoned
-    call still runs the old one (TensorFlow would queue a second call of it behind)."""
+    every 20 steps and keeps spares from step 20, so by the stop (step 50) it has spare
+    functions traced ahead: the reconnect swaps them in instead of tracing again,
+    although the abandoned call still runs the old ones (traced.py)."""
     import tensorflow as tf
 
     from sac_distributed import config as config_lib
     from sac_distributed.algorithm import specs as specs_lib
+    from sac_distributed.jobs import learner_loop
     from sac_distributed.jobs import watchdog as watchdog_lib
     from sac_distributed.jobs.learner_loop import LearnerLoop
     from sac_distributed.jobs.server import make_server
@@ -226,6 +227,7 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
     # The hanging call is checked after 1 s, not 5 (the ping's own timeout stays):
     # the same detection, less waiting. A healthy call never lasts that long.
     monkeypatch.setattr(watchdog_lib, "HEALTH_CHECK_INTERVAL_S", 1.0)
+    monkeypatch.setattr(learner_loop, "SPARES_FROM_STEP", 20)
     hparams = config_lib.hyperparams_for(
         "Pendulum-v1",
         dict(

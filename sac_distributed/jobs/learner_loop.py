@@ -48,6 +48,9 @@ from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.runtime import Metrics
 
 RECOVERABLE_ERRORS = (ServerLostError, tf.errors.UnavailableError) + TRANSIENT_ERRORS
+# Spare traced functions (algorithm/traced.py) cost a few CPU-seconds each time; runs
+# are worth them from this train step on (shorter ones retrace on a reconnect instead).
+SPARES_FROM_STEP = 1000
 
 
 @dataclasses.dataclass
@@ -254,9 +257,9 @@ class LearnerLoop:
         return self.learner.retrace()
 
     def _trace_spares(self) -> None:
-        """From the first summary on (both functions have run), spares for the next
-        reconnect (traced.py); runs too short to summarize never pay for them."""
-        if self._iterator is not None and not self.learner.spares_ready:
+        """At a summary (both functions have run by then), spares for the next reconnect."""
+        ready = self._iterator is None or self.learner.spares_ready
+        if self.step >= SPARES_FROM_STEP and not ready:
             self.learner.trace_spares(self._iterator)
 
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
