@@ -1,12 +1,13 @@
 """A root_dir that already holds a run: resuming it says so, another run is refused.
 
 One finished tiny sac-launch run (threads engine: one TensorFlow import) is
-copied for each test. Resuming it with sac-launch (processes) prints "resumed
-from train_step N" on the console. Starting another env or other network sizes
-on it is refused by sac-launch and by every job binary, in one line with exit
-2, before anything in the directory is written: no lock, log, summary, replay
-checkpoint or result appears or changes, and the launcher prints no summary of
-the other run's results as this run's.
+copied for each test. Resuming it with sac-launch (processes) and more
+iterations prints "resumed from train_step N" on the console and trains to the
+new total. Starting another env or other network sizes on it is refused by
+sac-launch and by every job binary, in one line with exit 2, before anything in
+the directory is written: no lock, log, summary, replay checkpoint or result
+appears or changes, and the launcher prints no summary of the other run's
+results as this run's.
 """
 
 import os
@@ -69,17 +70,6 @@ def _snapshot(root: str):
             stat = os.stat(path)
             found[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns)
     return found
-
-
-def test_a_resumed_run_says_so_on_the_console(copied_root):
-    """sac-launch again on a run's root_dir: the learner restores its last checkpoint
-    (the end of that run here, so this run ends at once) and the console says so."""
-    result = _launch(f"--root_dir={copied_root}", *TINY_RUN_FLAGS)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    resumed = [line for line in result.stdout.splitlines() if "resumed from" in line]
-    assert len(resumed) == 1, result.stdout[-4000:]
-    assert resumed[0].startswith("[learner] ")
-    assert f"resumed from train_step {TINY_RUN_ITERATIONS} " in resumed[0], resumed
 
 
 def test_a_fresh_run_does_not_say_resumed(finished_root):
@@ -177,14 +167,21 @@ def test_sac_status_shows_a_finished_runs_files(finished_root):
     assert lines[5].startswith("  actors seen: 1; training episodes: ")
 
 
-def test_a_finished_run_extended_to_more_iterations_trains_to_the_new_total(copied_root):
-    """The restored variable container still says learner_done (the first run's end);
-    actors and the evaluator must not take that for this run's end, or they stop at
-    once and the learner waits for data that never comes."""
+def test_a_finished_run_resumed_with_more_iterations_says_so_and_trains_to_the_new_total(
+    copied_root,
+):
+    """sac-launch (processes) again on a run's root_dir: the learner restores its last
+    checkpoint and the console says so, once. The restored variable container still
+    says learner_done (the first run's end); actors and the evaluator must not take
+    that for this run's end, or they stop at once and the learner waits for data that
+    never comes."""
     more = 2 * TINY_RUN_ITERATIONS
     flags = [f for f in TINY_RUN_FLAGS if not f.startswith("--num_iterations=")]
     result = _launch(f"--root_dir={copied_root}", f"--num_iterations={more}", *flags)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    assert f"resumed from train_step {TINY_RUN_ITERATIONS} " in result.stdout
+    resumed = [line for line in result.stdout.splitlines() if "resumed from" in line]
+    assert len(resumed) == 1, result.stdout[-4000:]
+    assert resumed[0].startswith("[learner] ")
+    assert f"resumed from train_step {TINY_RUN_ITERATIONS} " in resumed[0], resumed
     steps = [point.train_step for point in read_results(paths.results_path(copied_root))]
     assert steps[-1] == more, steps
