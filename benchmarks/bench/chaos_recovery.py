@@ -4,8 +4,9 @@ The tool reads the restarted server's counters every POLL_S until its first new
 insert and first new sample (`server_recovery` in the ledger); the learner's and
 the actors' own log lines after the restart split the wait into its parts:
 noticing the loss, waiting for the server to answer (connect backoff),
-reconnecting, resuming (a new iterator), and the first training call's summary
-(which includes tracing the update and the diagnostics again).
+reconnecting, resuming (a new iterator), the end of the first training call
+after it (`trained`: tracing the update again, unless spares were ready), and
+the first summary line (which may trace the diagnostics again).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _LEARNER_MARKS = (
     ("noticed", "learner lost the Reverb server"),
     ("reconnected", "learner reconnected to the Reverb server"),
     ("resumed", "Learner resumed at train_step"),
+    ("trained", "Learner trained again up to train_step"),  # its first call's end
 )
 
 

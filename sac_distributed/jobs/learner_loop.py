@@ -221,6 +221,7 @@ class LearnerLoop:
             self._watchdog.call, self.learner, self._iterator, n
         )
         self._connection.made_progress()
+        self._summaries.trained(self.step)
         self._check_owner()
         for trigger in self._schedule:
             trigger(self.step)
@@ -245,11 +246,7 @@ class LearnerLoop:
         self._iterator = self._feed.make_when_ready()
         self.publish()
         logging.info("Learner resumed at train_step %d after reconnecting (%s).", self.step, how)
-
-    def _new_iterator(self) -> None:
-        """A new iterator and new traced functions: an abandoned call may still hold the old."""
-        self._forget_traces()
-        self._iterator = self._feed.make_when_ready()
+        self._summaries.resumed()
 
     def _forget_traces(self) -> bool:
         """New functions for those an abandoned call may run; True if traced ahead."""
@@ -265,7 +262,8 @@ class LearnerLoop:
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
         """Rebuilds the iterator over the remaining shards; the variable container stays."""
         self._failover.drop(lost, error)
-        self._new_iterator()
+        self._forget_traces()  # an abandoned call may still run the old functions
+        self._iterator = self._feed.make_when_ready()
         logging.info(
             "Learner carries on at train_step %d, sampling from replay shards %s.",
             self.step,

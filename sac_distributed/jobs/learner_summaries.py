@@ -28,7 +28,21 @@ class LearnerSummaries:
     def __init__(self, metrics: Metrics, num_iterations: int, step: int):
         self._metrics = metrics
         self._num_iterations = num_iterations
+        self._resumed: Optional[float] = None
         self.restart(step)
+
+    def resumed(self) -> None:
+        """The loop resumed after a reconnect: `trained` times its first call."""
+        self._resumed = time.monotonic()
+
+    def trained(self, step: int) -> None:
+        """After each training call; the first one after `resumed` is logged with its
+        seconds (a new iterator's first batches, and tracing unless spares were ready)."""
+        if self._resumed is not None:
+            seconds, self._resumed = time.monotonic() - self._resumed, None
+            logging.info(
+                "Learner trained again up to train_step %d, %.1f s after resuming.", step, seconds
+            )
 
     def restart(self, step: int) -> None:
         """Starts the run's and the window's clocks at `step` (training begins)."""
