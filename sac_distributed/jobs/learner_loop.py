@@ -256,7 +256,7 @@ class LearnerLoop:
     def _trace_spares(self) -> None:
         """At a summary (both functions have run by then), spares for the next reconnect."""
         ready = self._iterator is None or self.learner.spares_ready
-        if self.step >= SPARES_FROM_STEP and not ready:
+        if SPARES_FROM_STEP <= self.step < self._hp.num_iterations and not ready:
             self.learner.trace_spares(self._iterator)
 
     def _drop_shards(self, lost: List[int], error: Exception) -> None:
