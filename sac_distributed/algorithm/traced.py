@@ -15,9 +15,6 @@ from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
-# `call_update` passes num_steps as tf.constant(int): int32.
-NUM_STEPS_SPEC = tf.TensorSpec([], tf.int32)
-
 
 def traced(fn):
     """tf.function without autograph: SacAgent's update has only static Python
