@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import time
+from typing import Optional
 
 if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmarks` imports
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,6 +110,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="max |chaos - baseline| final greedy return",
     )
     p.add_argument(
+        "--undisturbed",
+        default=None,
+        help="comma-separated --out folders of runs with --num_kills=0 (other seeds, same "
+        "budget): the final return must be at least the worst of theirs (default: every "
+        "undisturbed_* folder in --out)",
+    )
+    p.add_argument(
         "--source_dir",
         default=None,
         help="jobs import sac_distributed from this tree (e.g. a git worktree)",
@@ -178,6 +186,23 @@ def run(settings: chaos.ChaosSettings) -> None:
     )
 
 
+def undisturbed_returns(out: str, dirs: Optional[str]) -> dict:
+    """Final greedy returns of the undisturbed runs (each a chaos.py --out with no kills)
+    named by --undisturbed, or by default every undisturbed_* folder in `out`."""
+    if dirs:
+        folders = [os.path.abspath(d) for d in dirs.split(",") if d]
+    else:
+        names = sorted(n for n in os.listdir(out) if n.startswith("undisturbed_"))
+        folders = [os.path.join(out, n) for n in names]
+    spread = {}
+    for folder in folders:
+        value = chaos_checks.final_return(os.path.join(folder, "root"))[1]
+        if value is None:
+            raise SystemExit(f"chaos: no final greedy return in {folder}/root (a finished run?)")
+        spread[os.path.basename(folder)] = value
+    return spread
+
+
 def _stop_on_signals() -> None:
     """SIGTERM and SIGINT (even when started in the background) end the run through its
     `finally`, which SIGKILLs the jobs it started (they run in sessions of their own)."""
@@ -204,7 +229,10 @@ def main(argv=None) -> int:
         run(settings)
     elif baseline is None and os.path.exists(os.path.join(out, "baseline", chaos.LEDGER_FILE)):
         baseline = chaos_checks.final_return(os.path.join(out, "baseline", "root"))[1]
-    checks, notes = chaos_checks.run_checks(out, args.env_name, baseline, args.return_tolerance)
+    spread = undisturbed_returns(out, args.undisturbed)
+    checks, notes = chaos_checks.run_checks(
+        out, args.env_name, baseline, args.return_tolerance, list(spread.values())
+    )
     figures = chaos_recovery.recoveries(out)
     for note in notes:
         print(f"  {note}")
@@ -220,6 +248,7 @@ def main(argv=None) -> int:
                 # Each actor incarnation's own count at its stop (SIGKILLed ones say nothing).
                 "actor_stops": chaos_checks.actor_stops(chaos_checks.RunRecord(out)),
                 "baseline_return": baseline,
+                "undisturbed_returns": spread,
             },
             f,
             indent=1,

@@ -405,7 +405,15 @@ def final_return(root_dir: str) -> Tuple[Optional[int], Optional[float]]:
     return (points[-1].train_step, points[-1].average_return) if points else (None, None)
 
 
-def check_return(rec: RunRecord, baseline: Optional[float], tolerance: Optional[float]) -> Check:
+def check_return(
+    rec: RunRecord,
+    baseline: Optional[float],
+    tolerance: Optional[float],
+    undisturbed: Sequence[float] = (),
+) -> Check:
+    """The chaos run reached num_iterations with a greedy return near the undisturbed
+    run's (|difference| <= tolerance) and no worse than the worst of the undisturbed
+    seeds in `undisturbed` (a better return than every one of them passes)."""
     target = rec.run["num_iterations"]
     step, value = final_return(rec.root)
     if value is None:
@@ -417,11 +425,20 @@ def check_return(rec: RunRecord, baseline: Optional[float], tolerance: Optional[
         if tolerance is not None:
             ok = ok and abs(value - baseline) <= tolerance
             detail += f" (tolerance {tolerance})"
+    if undisturbed:
+        low, high = min(undisturbed), max(undisturbed)
+        ok = ok and value >= low
+        where = "below" if value < low else "above" if value > high else "within"
+        detail += f"; {where} the {len(undisturbed)} undisturbed seeds' {low:.1f} to {high:.1f}"
     return Check("final greedy return", ok, detail)
 
 
 def run_checks(
-    out_dir: str, env_name: str, baseline: Optional[float] = None, tolerance: Optional[float] = None
+    out_dir: str,
+    env_name: str,
+    baseline: Optional[float] = None,
+    tolerance: Optional[float] = None,
+    undisturbed: Sequence[float] = (),
 ) -> Tuple[List[Check], List[str]]:
     rec = RunRecord(out_dir)
     steps, step_notes = check_train_steps(rec)
@@ -435,7 +452,7 @@ def run_checks(
         chain,
         final,
         check_policy(rec, env_name),
-        check_return(rec, baseline, tolerance),
+        check_return(rec, baseline, tolerance, undisturbed),
     ]
     return checks, step_notes + chain_notes
 
