@@ -19,6 +19,8 @@ from benchmarks.bench.chaos_checks import RunRecord
 
 _LEARNER_MARKS = (
     ("noticed", "learner lost the Reverb server"),
+    # connect()'s line once a server it had to wait for answers (no line: no wait)
+    ("answered", " is up ("),
     ("reconnected", "learner reconnected to the Reverb server"),
     ("resumed", "Learner resumed at train_step"),
     ("trained", "Learner trained again up to train_step"),  # its first call's end

@@ -18,7 +18,10 @@ recovery figures (benchmarks/chaos.py) can be split into their parts.
 again on the same port; it reports how long a brand-new `reverb.Client` takes
 to get an answer while the old client still exists (gRPC shares one
 subchannel, and its reconnect backoff, among the channels to one address in a
-process), and how long once the old client is gone.
+process), and how long once the old client is gone. --mode=lease does the same
+as a learner's reconnect does it: `replay.connect` waiting from the moment the
+server goes away, with the learner's lease heartbeat (which keeps a client to the
+server between beats) beating all along.
 """
 
 from __future__ import annotations
@@ -165,6 +168,46 @@ def channel_backoff(down_s: float, keep_old: bool) -> dict:
     return {"down_s": down_s, "old_client_kept": keep_old, "fresh_client_answers_s": answered}
 
 
+def lease_backoff(down_s: float) -> dict:
+    """Seconds from a server's restart until `replay.connect` returns, when it started
+    waiting as the server went away and the learner's lease heartbeat
+    (jobs/ownership.py) beat in the same process all along: a learner's reconnect."""
+    import threading
+
+    import portpicker
+    import reverb
+
+    from sac_distributed.jobs import ownership
+    from sac_distributed.replay import connection
+
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+
+    def serve() -> reverb.Server:
+        return reverb.Server(ownership.make_tables(), port=port)
+
+    server = serve()
+    lease = ownership.Lease(address, ownership.Claim.mine())
+    lease._start_heartbeat()  # the beats only; the server's arbiter is not needed here
+    time.sleep(2 * ownership.HEARTBEAT_INTERVAL_S)
+    server.stop()
+    connected = {}
+
+    def reconnect() -> None:
+        connection.connect(address, down_s + 300, "probe")
+        connected["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=reconnect, daemon=True)
+    waiter.start()
+    time.sleep(down_s)
+    server = serve()
+    up = time.monotonic()
+    waiter.join()
+    lease.release()
+    server.stop()
+    return {"mode": "lease", "down_s": down_s, "connect_returns_s": round(connected["at"] - up, 3)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--env_name", default="Pendulum-v1")
@@ -173,9 +216,17 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="fresh processes")
     p.add_argument("--out", default=None, help="append one JSON line per repeat here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--mode", choices=("learner", "channel"), default="learner")
-    p.add_argument("--down_s", type=float, default=30.0, help="--mode=channel: server downtime")
+    p.add_argument("--mode", choices=("learner", "channel", "lease"), default="learner")
+    p.add_argument("--down_s", type=float, default=30.0, help="channel, lease: server downtime")
     args = p.parse_args(argv)
+    if args.mode == "lease":
+        for _ in range(args.repeats):
+            result = lease_backoff(args.down_s)
+            print(json.dumps(result), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+        return 0
     if args.mode == "channel":
         for keep_old in (True, False):
             result = channel_backoff(args.down_s, keep_old)
