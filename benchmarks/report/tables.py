@@ -71,6 +71,10 @@ CROSSQ_HOPPER = _set(
     ("crossq_hopper", "ours-crossq_clip"),
     note="CrossQ's default (log std clipped), run as the variant `crossq_clip`",
 )
+CROSSQ_WALKER = _set(
+    "Walker2DBulletEnv-v0", "ours, CrossQ", ("crossq_bullet_walkers", "ours-crossq")
+)
+CROSSQ_ANT = _set("AntBulletEnv-v0", "ours, CrossQ", ("crossq_bullet_walkers", "ours-crossq"))
 HOPPER = _set("HopperBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 HOPPER_300K = _set("HopperBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 WALKER_300K = _set(
@@ -115,8 +119,10 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (CROSSQ_HOPPER, 100_000, "100k"),
     (WALKER_300K, 100_000, "100k of 300k runs"),
     (WALKER_300K, 300_000, "300k"),
+    (CROSSQ_WALKER, 100_000, "100k"),
     (ANT, 100_000, "100k"),
     (ANT_300K, 300_000, "300k"),
+    (CROSSQ_ANT, 100_000, "100k"),
     (MINITAUR, 110_000, "110k (100k SGD steps)"),
     *((runs, 100_000, "100k") for runs in MUJOCO.values()),
     *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO.values()),
@@ -189,6 +195,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
                 ("learning_walker_sb3_50k", "sb3-preset"),
                 note="seeds 0-2 to 100k, seeds 3-7 to 50k",
             ),
+            CROSSQ_WALKER,
         ),
     ),
     "AntBulletEnv-v0": (
@@ -206,6 +213,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
                 "ours, old preset (the walkers' common one)",
                 ("learning", "ours-walkers-async"),
             ),
+            CROSSQ_ANT,
         ),
     ),
     "MinitaurBulletEnv-v0": (
