@@ -9,8 +9,9 @@ replay counters) and `summary.json` (checks and recovery figures) under
 never went back past a checkpoint, that every replay loss is explained by a
 kill between a write and a checkpoint and the replay holds the rest, that the
 greedy policy loads, and reports the final greedy return (against an
-undisturbed run of the same seed and budget with --baseline). Exits 1 when a
-check fails, naming it.
+undisturbed run of the same seed and budget with --baseline, and the late
+return against the seed spread of undisturbed runs with --undisturbed or
+undisturbed_* folders in --out). Exits 1 when a check fails, naming it.
 
     python benchmarks/chaos.py --env_name=Pendulum-v1 --num_iterations=3000 \\
         --kills=server:KILL,learner:TERM,actor:KILL,server:TERM --out=/tmp/chaos
@@ -113,8 +114,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--undisturbed",
         default=None,
         help="comma-separated --out folders of runs with --num_kills=0 (other seeds, same "
-        "budget): the final return must be at least the worst of theirs (default: every "
-        "undisturbed_* folder in --out)",
+        "budget): the mean return of the last tenth of evaluations must be at least the "
+        "worst of theirs (default: every undisturbed_* folder in --out)",
     )
     p.add_argument(
         "--source_dir",
@@ -186,9 +187,10 @@ def run(settings: chaos.ChaosSettings) -> None:
     )
 
 
-def undisturbed_returns(out: str, dirs: Optional[str]) -> dict:
-    """Final greedy returns of the undisturbed runs (each a chaos.py --out with no kills)
-    named by --undisturbed, or by default every undisturbed_* folder in `out`."""
+def undisturbed_returns(out: str, dirs: Optional[str], num_iterations: int) -> dict:
+    """Late returns (`chaos_checks.late_return`) of the undisturbed runs (each a chaos.py
+    --out with no kills) named by --undisturbed, or by default every undisturbed_* folder
+    in `out`."""
     if dirs:
         folders = [os.path.abspath(d) for d in dirs.split(",") if d]
     else:
@@ -196,9 +198,9 @@ def undisturbed_returns(out: str, dirs: Optional[str]) -> dict:
         folders = [os.path.join(out, n) for n in names]
     spread = {}
     for folder in folders:
-        value = chaos_checks.final_return(os.path.join(folder, "root"))[1]
+        value = chaos_checks.late_return(os.path.join(folder, "root"), num_iterations)
         if value is None:
-            raise SystemExit(f"chaos: no final greedy return in {folder}/root (a finished run?)")
+            raise SystemExit(f"chaos: no late greedy returns in {folder}/root (a finished run?)")
         spread[os.path.basename(folder)] = value
     return spread
 
@@ -229,7 +231,8 @@ def main(argv=None) -> int:
         run(settings)
     elif baseline is None and os.path.exists(os.path.join(out, "baseline", chaos.LEDGER_FILE)):
         baseline = chaos_checks.final_return(os.path.join(out, "baseline", "root"))[1]
-    spread = undisturbed_returns(out, args.undisturbed)
+    num_iterations = chaos_checks.RunRecord(out).run["num_iterations"]
+    spread = undisturbed_returns(out, args.undisturbed, num_iterations)
     checks, notes = chaos_checks.run_checks(
         out, args.env_name, baseline, args.return_tolerance, list(spread.values())
     )

@@ -125,41 +125,49 @@ def test_a_hidden_loss_fails_the_checks(chaos_run, tmp_path):
     assert "FAILED" in checked.stdout
 
 
-def _undisturbed(out: str, folder, name: str, final_return: float) -> None:
-    """An undisturbed run's folder in `folder`: the chaos run's results.csv with its last
-    return replaced."""
+def _undisturbed(out: str, folder, name: str, late_return: float) -> None:
+    """An undisturbed run's folder in `folder`: the chaos run's results.csv with every
+    return set to `late_return`."""
     from sac_distributed import paths
 
     target = paths.results_path(str(folder / name / "root"))
     os.makedirs(os.path.dirname(target))
     with open(paths.results_path(os.path.join(out, "root"))) as f:
-        rows = f.read().splitlines()
-    last = rows[-1].split(",")
-    last[2] = str(final_return)  # average_return
+        header, *rows = f.read().splitlines()
+    for i, row in enumerate(rows):
+        cells = row.split(",")
+        cells[2] = str(late_return)  # average_return
+        rows[i] = ",".join(cells)
     with open(target, "w") as f:
-        f.write("\n".join(rows[:-1] + [",".join(last)]) + "\n")
+        f.write("\n".join([header, *rows]) + "\n")
 
 
-def test_the_final_return_is_checked_against_the_undisturbed_seeds(chaos_run, tmp_path):
-    """The undisturbed_* folders of other seeds give the seed spread: a chaos run's final
-    return below every undisturbed seed's fails the check, one within it passes."""
+def test_the_late_return_is_checked_against_the_undisturbed_seeds(chaos_run, tmp_path):
+    """The undisturbed_* folders of other seeds give the seed spread of the late return
+    (the mean of the last tenth of evaluations): a chaos run below every undisturbed
+    seed's fails the check, one within it passes."""
     from benchmarks import chaos as chaos_tool
     from benchmarks.bench import chaos_checks
 
     out, done = chaos_run
     assert done.returncode == 0
     record = chaos_checks.RunRecord(out)
-    final = chaos_checks.final_return(record.root)[1]
-    _undisturbed(out, tmp_path, "undisturbed_seed7", final + 10.0)
-    _undisturbed(out, tmp_path, "undisturbed_seed8", final + 500.0)
-    spread = chaos_tool.undisturbed_returns(str(tmp_path), None)
-    assert sorted(spread) == ["undisturbed_seed7", "undisturbed_seed8"]
+    late = chaos_checks.late_return(record.root, NUM_ITERATIONS)
+    assert late is not None
+    _undisturbed(out, tmp_path, "undisturbed_seed7", late + 10.0)
+    _undisturbed(out, tmp_path, "undisturbed_seed8", late + 500.0)
+    spread = chaos_tool.undisturbed_returns(str(tmp_path), None, NUM_ITERATIONS)
+    assert spread == pytest.approx(
+        {"undisturbed_seed7": late + 10.0, "undisturbed_seed8": late + 500.0}
+    )
     below = chaos_checks.check_return(record, None, None, list(spread.values()))
     assert not below.passed and "below the 2 undisturbed seeds'" in below.detail, below
 
-    _undisturbed(out, tmp_path, "undisturbed_seed9", final - 10.0)
-    spread = chaos_tool.undisturbed_returns(str(tmp_path), None)
+    _undisturbed(out, tmp_path, "undisturbed_seed9", late - 10.0)
+    spread = chaos_tool.undisturbed_returns(str(tmp_path), None, NUM_ITERATIONS)
     within = chaos_checks.check_return(record, None, None, list(spread.values()))
     assert within.passed and "within the 3 undisturbed seeds'" in within.detail, within
-    named = chaos_tool.undisturbed_returns(str(tmp_path), str(tmp_path / "undisturbed_seed9"))
-    assert named == {"undisturbed_seed9": final - 10.0}
+    named = chaos_tool.undisturbed_returns(
+        str(tmp_path), str(tmp_path / "undisturbed_seed9"), NUM_ITERATIONS
+    )
+    assert named == pytest.approx({"undisturbed_seed9": late - 10.0})
