@@ -171,3 +171,41 @@ def test_the_late_return_is_checked_against_the_undisturbed_seeds(chaos_run, tmp
         str(tmp_path), str(tmp_path / "undisturbed_seed9"), NUM_ITERATIONS
     )
     assert named == pytest.approx({"undisturbed_seed9": late - 10.0})
+
+
+def test_an_unfinished_undisturbed_run_is_left_out_or_refused_when_named(chaos_run, tmp_path):
+    """An undisturbed_* run still going (no late evaluations yet) is left out of the
+    spread with a line; named with --undisturbed, it is an error that says so."""
+    from benchmarks import chaos as chaos_tool
+
+    out, _ = chaos_run
+    _undisturbed(out, tmp_path, "undisturbed_seed5", -100.0)
+    os.makedirs(tmp_path / "undisturbed_seed6" / "root")  # started, nothing evaluated yet
+    assert chaos_tool.undisturbed_returns(str(tmp_path), None, NUM_ITERATIONS) == {
+        "undisturbed_seed5": -100.0
+    }
+    with pytest.raises(SystemExit, match="undisturbed_seed6/root: is that run finished"):
+        chaos_tool.undisturbed_returns(str(tmp_path), str(tmp_path / "undisturbed_seed6"), 1000)
+
+
+def test_a_job_that_stopped_because_the_run_finished_did_not_die_unasked(tmp_path):
+    """Actors and the evaluator stop once the learner publishes its done flag, while the
+    learner still saves and exits: their exit 0 is the run's end when their own log says
+    so (the suite's chaos run once counted such exits as deaths on a loaded machine), and
+    only the incarnation's own part of the log counts."""
+    import types
+
+    from benchmarks.bench import chaos_run
+
+    log = tmp_path / "actor_0.log"
+    log.write_text("I1128 actor.py] Actor 0 stopping (learner finished): ActorStats(...)\n")
+    offset = log.stat().st_size
+    with open(log, "a") as f:
+        f.write("I1128 actor.py] Actor 0: replay holds 120 of 100 transitions\n")
+    earlier = types.SimpleNamespace(log_path=str(log), log_offset=0)
+    restarted = types.SimpleNamespace(log_path=str(log), log_offset=offset)
+    assert chaos_run._says_the_run_finished(earlier)
+    assert not chaos_run._says_the_run_finished(restarted)
+    with open(log, "a") as f:
+        f.write("I1128 evaluation.py] Learner finished at train_step 1000; evaluator done.\n")
+    assert chaos_run._says_the_run_finished(restarted)

@@ -35,6 +35,19 @@ _RESTORED = re.compile(r"Replay restored from (\S+)\.")
 _RECOVERY_LIMIT_S = 600.0
 
 
+# What an actor and the evaluator log when they stop because the learner published its
+# done flag; the learner still saves metrics and exits after that, so they may exit first.
+_RUN_FINISHED_LINES = ("stopping (learner finished)", "evaluator done.")
+
+
+def _says_the_run_finished(proc: _Proc) -> bool:
+    """Whether this incarnation's own log says it stopped at the end of the run."""
+    with open(proc.log_path, errors="replace") as f:
+        f.seek(proc.log_offset)
+        text = f.read()
+    return any(line in text for line in _RUN_FINISHED_LINES)
+
+
 def shard_of(job: str) -> int:
     return int(job.rpartition("_")[2]) if job != "server" else 0
 
@@ -244,7 +257,7 @@ class ChaosRun:
                 self.ledger.write("exit", job=name, code=code, killed=False)
                 finished = True
                 continue
-            if code == 0 and self._learner_done():
+            if code == 0 and (self._learner_done() or _says_the_run_finished(proc)):
                 self.ledger.write("exit", job=name, code=code, killed=False)
                 continue
             # A job died on its own: the supervisor restarts it; the checks count it.
