@@ -395,13 +395,18 @@ def check_policy(rec: RunRecord, env_name: str) -> Check:
     )
 
 
-def final_return(root_dir: str) -> Tuple[Optional[int], Optional[float]]:
+def _eval_points(root_dir: str) -> list:
+    """The run's evaluations (results.csv rows); none while it has no readable file."""
     from sac_distributed import results
 
     try:
-        points = results.read_results(paths.results_path(root_dir))
+        return results.read_results(paths.results_path(root_dir))
     except Exception:  # noqa: BLE001
-        return None, None
+        return []
+
+
+def final_return(root_dir: str) -> Tuple[Optional[int], Optional[float]]:
+    points = _eval_points(root_dir)
     return (points[-1].train_step, points[-1].average_return) if points else (None, None)
 
 
@@ -413,14 +418,8 @@ LATE_FRACTION = 0.1
 
 def late_return(root_dir: str, num_iterations: int) -> Optional[float]:
     """Mean greedy return of the evaluations at train_step >= 90% of num_iterations."""
-    from sac_distributed import results
-
-    try:
-        points = results.read_results(paths.results_path(root_dir))
-    except Exception:  # noqa: BLE001
-        return None
     start = (1.0 - LATE_FRACTION) * num_iterations
-    late = [p.average_return for p in points if p.train_step >= start]
+    late = [p.average_return for p in _eval_points(root_dir) if p.train_step >= start]
     return sum(late) / len(late) if late else None
 
 
