@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Optional
 
 import sac_distributed  # noqa: F401  (selects tf-keras before TensorFlow)
 
@@ -208,6 +209,14 @@ def lease_backoff(down_s: float) -> dict:
     return {"mode": "lease", "down_s": down_s, "connect_returns_s": round(connected["at"] - up, 3)}
 
 
+def _emit(result: dict, out: Optional[str]) -> None:
+    """Prints one result as a JSON line, and appends it to `out` when given."""
+    print(json.dumps(result), flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps(result) + "\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--env_name", default="Pendulum-v1")
@@ -221,19 +230,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.mode == "lease":
         for _ in range(args.repeats):
-            result = lease_backoff(args.down_s)
-            print(json.dumps(result), flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(result) + "\n")
+            _emit(lease_backoff(args.down_s), args.out)
         return 0
     if args.mode == "channel":
         for keep_old in (True, False):
-            result = channel_backoff(args.down_s, keep_old)
-            print(json.dumps(result), flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(result) + "\n")
+            _emit(channel_backoff(args.down_s, keep_old), args.out)
         return 0
     if args.child:
         result = measure(args.env_name, json.loads(args.hparams), args.steps_per_call)
