@@ -88,6 +88,10 @@ def test_chaos_run_passes_every_check(chaos_run):
     recoveries = json.load(open(os.path.join(out, "summary.json")))["recoveries"]
     assert len(recoveries) == 2
     assert all(r["first_sample"] is not None and r["first_insert"] is not None for r in recoveries)
+    # A learner that resumed says what its resume took: the new iterator, then the weights.
+    for r in recoveries:
+        if r["resumed"] is not None:
+            assert r["resume_iterator_s"] is not None and r["resume_publish_s"] is not None, r
 
 
 def _tamper_and_check(out: str, tmp_path, edit) -> subprocess.CompletedProcess:

@@ -290,7 +290,11 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
         server.stop()
     assert outcome["result"].train_step == 300
     assert outcome["result"].stop_reason == "num_iterations reached"
-    assert "after reconnecting (update traced ahead)" in caplog.text
+    assert re.search(
+        r"after reconnecting \(update traced ahead; new iterator [\d.]+ s, "
+        r"weights published [\d.]+ s\)",
+        caplog.text,
+    )
     assert re.search(
         r"Learner trained again up to train_step \d+, [\d.]+ s after resuming", caplog.text
     )

@@ -25,6 +25,8 @@ _LEARNER_MARKS = (
     ("resumed", "Learner resumed at train_step"),
     ("trained", "Learner trained again up to train_step"),  # its first call's end
 )
+# the resumed line's parts: making the new iterator, then publishing the weights
+_RESUME_PARTS = re.compile(r"new iterator ([\d.]+) s, weights published ([\d.]+) s")
 
 
 def recoveries(out_dir: str) -> List[dict]:
@@ -52,13 +54,26 @@ def _learner_marks(rec: RunRecord, t0: float, since: float) -> dict:
     lines = rec.instance_lines("learner", rec.instance_at("learner", t0))
     marks = {}
     for key, text in _LEARNER_MARKS:
-        found = [s for s, m in lines if s is not None and s >= since and text.lower() in m.lower()]
-        marks[key] = round(found[0] - t0, 1) if found else None
+        found = [
+            (s, m) for s, m in lines if s is not None and s >= since and text.lower() in m.lower()
+        ]
+        marks[key] = round(found[0][0] - t0, 1) if found else None
+        if key == "resumed":
+            marks.update(_resume_parts(found[0][1] if found else ""))
     steps = [
         s for s, m in lines if s is not None and s >= t0 and re.search(r"train_step \d+: loss", m)
     ]
     marks["first_train_log"] = round(steps[0] - t0, 1) if steps else None
     return marks
+
+
+def _resume_parts(line: str) -> Dict[str, Optional[float]]:
+    """The seconds the resumed line gives its parts (None: a log from before them)."""
+    found = _RESUME_PARTS.search(line)
+    return {
+        "resume_iterator_s": float(found.group(1)) if found else None,
+        "resume_publish_s": float(found.group(2)) if found else None,
+    }
 
 
 def _actor_marks(rec: RunRecord, t0: float) -> Dict[str, Optional[float]]:

@@ -23,6 +23,7 @@ lost variable container, or no shard left, leads to the full reconnect.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -243,10 +244,11 @@ class LearnerLoop:
         self._iterator = None  # its dataset's client goes before the reconnect
         how = "update traced ahead" if self._forget_traces() else "the update traces again"
         self._reconnect(error)
+        t0 = time.monotonic()
         self._iterator = self._feed.make_when_ready()
+        t1 = time.monotonic()
         self.publish()
-        logging.info("Learner resumed at train_step %d after reconnecting (%s).", self.step, how)
-        self._summaries.resumed()
+        self._summaries.resumed(self.step, how, t1 - t0, time.monotonic() - t1)
 
     def _forget_traces(self) -> bool:
         """New functions for those an abandoned call may run; True if traced ahead."""

@@ -31,8 +31,18 @@ class LearnerSummaries:
         self._resumed: Optional[float] = None
         self.restart(step)
 
-    def resumed(self) -> None:
-        """The loop resumed after a reconnect: `trained` times its first call."""
+    def resumed(self, step: int, how: str, iterator_s: float, publish_s: float) -> None:
+        """The loop resumed after a reconnect at `step`: logs how (`how`: the update's
+        traces), the seconds a new iterator and publishing the weights took; `trained`
+        then times the first call."""
+        logging.info(
+            "Learner resumed at train_step %d after reconnecting (%s; new iterator %.1f s, "
+            "weights published %.1f s).",
+            step,
+            how,
+            iterator_s,
+            publish_s,
+        )
         self._resumed = time.monotonic()
 
     def trained(self, step: int) -> None:
