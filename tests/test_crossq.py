@@ -81,6 +81,20 @@ def test_options_crossq_cannot_follow_are_config_errors(option):
     small_hparams(**option)  # SAC takes each of them
 
 
+def test_a_presets_own_option_crossq_cannot_follow_is_left_at_its_default():
+    """InvertedPendulum's preset averages the policy (for SAC); picking CrossQ there
+    trains without it, where naming the option is still refused."""
+    sac = config_lib.hyperparams_for("InvertedPendulumBulletEnv-v0", {})
+    assert sac.policy_averaging_tau == 0.005
+    crossq = config_lib.hyperparams_for("InvertedPendulumBulletEnv-v0", {"algorithm": "crossq"})
+    assert crossq.algorithm == "crossq" and crossq.policy_averaging_tau == 0.0
+    assert (crossq.n_step, crossq.critic_loss) == (sac.n_step, sac.critic_loss)  # the rest kept
+    with pytest.raises(ConfigError, match="does not support policy_averaging_tau=0.01"):
+        config_lib.hyperparams_for(
+            "InvertedPendulumBulletEnv-v0", {"algorithm": "crossq", "policy_averaging_tau": 0.01}
+        )
+
+
 def test_crossq_needs_batch_statistics_and_one_replica():
     with pytest.raises(ConfigError, match="batch_size >= 2"):
         crossq_hparams(batch_size=1)

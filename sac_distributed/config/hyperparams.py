@@ -26,6 +26,19 @@ NETWORK_INITS = ("glorot", "torch")
 CRITIC_LOSSES = ("squared", "huber")
 # The learner's update: TF-Agents' SacAgent, or CrossQ (algorithm/crossq.py).
 ALGORITHMS = ("sac", "crossq")
+# The options the CrossQ learner cannot follow, each with why; only their defaults pass.
+CROSSQ_UNSUPPORTED = {
+    "prioritized_replay": "its update computes no per-item TD errors for the priorities",
+    "policy_averaging_tau": (
+        "an average of batch-renormalized weights has no running statistics to match"
+    ),
+    "critic_layer_norm": "its critics are batch-renormalized; a layer norm on top is not CrossQ",
+    "normalize_observations": "its networks batch-renormalize their inputs themselves",
+    "learning_rate_schedule": (
+        "its actor steps every third train step, so a schedule over num_iterations "
+        "would decay the actor's rate a third as far"
+    ),
+}
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -154,6 +167,15 @@ class Hyperparams:
     def replay_capacity_items(self) -> int:
         """The replay table's max_size: whole items of transitions_per_item transitions."""
         return self.replay_buffer_capacity // self.transitions_per_item
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hyperparams)}
+
+
+def crossq_unsupported_reset(hp: Hyperparams) -> Hyperparams:
+    """`hp` with each option in CROSSQ_UNSUPPORTED at its default (a preset's own
+    values for SAC, which a user who picks CrossQ did not ask for)."""
+    return dataclasses.replace(hp, **{name: _DEFAULTS[name] for name in CROSSQ_UNSUPPORTED})
 
 
 def _check_counts(hp: Hyperparams) -> None:
@@ -313,32 +335,9 @@ def _check_algorithm(hparams: Hyperparams) -> None:
     )
     if hparams.algorithm != "crossq":
         return
-    refused = {
-        "prioritized_replay": (
-            hparams.prioritized_replay,
-            "its update computes no per-item TD errors for the priorities",
-        ),
-        "policy_averaging_tau": (
-            hparams.policy_averaging_tau != 0,
-            "an average of batch-renormalized weights has no running statistics to match",
-        ),
-        "critic_layer_norm": (
-            hparams.critic_layer_norm,
-            "its critics are batch-renormalized; a layer norm on top is not CrossQ",
-        ),
-        "normalize_observations": (
-            hparams.normalize_observations,
-            "its networks batch-renormalize their inputs themselves",
-        ),
-        "learning_rate_schedule": (
-            hparams.learning_rate_schedule != "constant",
-            "its actor steps every third train step, so a schedule over num_iterations "
-            "would decay the actor's rate a third as far",
-        ),
-    }
-    for name, (asked, why) in refused.items():
+    for name, why in CROSSQ_UNSUPPORTED.items():
         _require(
-            not asked,
+            getattr(hparams, name) == _DEFAULTS[name],
             f"--algorithm=crossq does not support {name}={getattr(hparams, name)!r}: {why}. "
             f"Leave {name} at its default, or use --algorithm=sac.",
         )

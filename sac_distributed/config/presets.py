@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
 from sac_distributed.config.checks import _is_number, _require
-from sac_distributed.config.hyperparams import Hyperparams
+from sac_distributed.config.hyperparams import Hyperparams, crossq_unsupported_reset
 from sac_distributed.errors import ConfigError
 
 # CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
@@ -170,6 +170,7 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
         # went NaN at 21k updates (benchmarks/results/crossq_hopper).
         crossq = {name: CROSSQ_LEARNING_RATE for name in rates}
         base = dataclasses.replace(base, clip_policy_log_std=True, **crossq)
+        base = crossq_unsupported_reset(base)  # e.g. InvertedPendulum's policy averaging
     unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
     _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
     try:
