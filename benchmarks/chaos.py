@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     num_iterations = chaos_checks.RunRecord(out).run["num_iterations"]
     spread = undisturbed_returns(out, args.undisturbed, num_iterations)
     checks, notes = chaos_checks.run_checks(
-        out, args.env_name, baseline, args.return_tolerance, list(spread.values())
+        out, baseline, args.return_tolerance, list(spread.values())
     )
     figures = chaos_recovery.recoveries(out)
     for note in notes:

@@ -104,7 +104,7 @@ def _tamper_and_check(out: str, tmp_path, edit) -> subprocess.CompletedProcess:
     with open(os.path.join(copy, "ledger.jsonl"), "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in events)
     shutil.copy(os.path.join(out, "summary.json"), copy)
-    return _chaos(f"--out={copy}", "--check_only", "--env_name=Pendulum-v1")
+    return _chaos(f"--out={copy}", "--check_only")
 
 
 def test_a_hidden_loss_fails_the_checks(chaos_run, tmp_path):
@@ -127,6 +127,22 @@ def test_a_hidden_loss_fails_the_checks(chaos_run, tmp_path):
         "passed"
     ]
     assert "FAILED" in checked.stdout
+
+
+def test_the_policy_check_plays_the_env_the_run_recorded(chaos_run, tmp_path):
+    """--check_only takes the env from the run's run_info.json, not from --env_name: a
+    HalfCheetahBullet run's policy once failed the check against the default Pendulum-v1."""
+    from benchmarks import chaos as chaos_tool
+
+    out, done = chaos_run
+    assert done.returncode == 0
+    copy = tmp_path / "copy"
+    os.makedirs(copy)
+    for name in ("ledger.jsonl", "summary.json"):
+        shutil.copy(os.path.join(out, name), copy)
+    assert chaos_tool.main([f"--out={copy}", "--check_only", "--env_name=Ant-v5"]) == 0
+    check = _checks(str(copy))["the exported greedy policy loads"]
+    assert check["passed"] and "Pendulum-v1 action" in check["detail"], check
 
 
 def _undisturbed(out: str, folder, name: str, late_return: float) -> None:

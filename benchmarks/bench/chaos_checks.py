@@ -373,25 +373,32 @@ def check_final_replay(rec: RunRecord) -> Tuple[Check, List[str]]:
     return Check("the replay after the last restart holds all it should", ok, detail), notes
 
 
-def check_policy(rec: RunRecord, env_name: str) -> Check:
+def check_policy(rec: RunRecord) -> Check:
+    """The exported greedy policy loads, is of the last train step, and acts on the env
+    the run recorded in its run_info.json (as sac-evaluate finds it)."""
     target = rec.run["num_iterations"]
     try:
-        from tf_agents.policies import py_tf_eager_policy
-
+        from sac_distributed.algorithm import envs
         from sac_distributed.algorithm import specs as specs_lib
+        from sac_distributed.tools import inspect_policy
 
-        policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
-            paths.policy_dir(rec.root, "greedy_policy"), load_specs_from_pbtxt=True
-        )
+        policy_dir = paths.policy_dir(rec.root, "greedy_policy")
+        policy = inspect_policy.load_policy(policy_dir)
         step = int(policy.get_train_step())
-        env = specs_lib.load_env(env_name, seed=0)
+        env_name, env_kwargs, root = inspect_policy.find_run_env(policy_dir)
+        env = specs_lib.load_env(
+            env_name,
+            seed=0,
+            env_kwargs=inspect_policy.parse_env_kwargs(env_kwargs),
+            module_dirs=envs.recorded_module_dirs(root),
+        )
         action = policy.action(env.reset()).action
     except Exception as error:  # noqa: BLE001  (any failure to load is the finding)
         return Check("the exported greedy policy loads", False, f"{type(error).__name__}: {error}")
     return Check(
         "the exported greedy policy loads",
         step == target,
-        f"train_step {step} (want {target}), action {action.tolist()}",
+        f"train_step {step} (want {target}), {env_name} action {action.tolist()}",
     )
 
 
@@ -459,7 +466,6 @@ def check_return(
 
 def run_checks(
     out_dir: str,
-    env_name: str,
     baseline: Optional[float] = None,
     tolerance: Optional[float] = None,
     undisturbed: Sequence[float] = (),
@@ -475,7 +481,7 @@ def run_checks(
         steps,
         chain,
         final,
-        check_policy(rec, env_name),
+        check_policy(rec),
         check_return(rec, baseline, tolerance, undisturbed),
     ]
     return checks, step_notes + chain_notes
