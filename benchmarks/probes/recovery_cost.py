@@ -21,7 +21,10 @@ subchannel, and its reconnect backoff, among the channels to one address in a
 process), and how long once the old client is gone. --mode=lease does the same
 as a learner's reconnect does it: `replay.connect` waiting from the moment the
 server goes away, with the learner's lease heartbeat (which keeps a client to the
-server between beats) beating all along.
+server between beats) beating all along. --mode=abandoned kills a server in a
+process of its own (SIGKILL, as the chaos tool does) and times `replay.connect`
+after its restart, alone, beside a dataset iterator left blocked in a sample from
+the dead server (a learner's abandoned training call), and beside the heartbeat.
 """
 
 from __future__ import annotations
@@ -209,6 +212,93 @@ def lease_backoff(down_s: float) -> dict:
     return {"mode": "lease", "down_s": down_s, "connect_returns_s": round(connected["at"] - up, 3)}
 
 
+# A Reverb server in a process of its own (the probe SIGKILLs it, as the chaos tool
+# does): one empty queue table, so a sample waits; says LISTENING once it serves.
+# With the lease tables too (`ownership.make_tables`), for the heartbeat.
+_SERVE = (
+    "import sys, time, reverb; from sac_distributed.jobs import ownership; "
+    "s = reverb.Server([reverb.Table.queue('t', 10), *ownership.make_tables()], "
+    "port=int(sys.argv[1])); print('LISTENING', flush=True); time.sleep(1e6)"
+)
+
+
+def _serve_process(port: int):
+    """Starts `_SERVE` on `port`; returns (process, the time it said LISTENING)."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVE, str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    while proc.stdout.readline().strip() != "LISTENING":
+        if proc.poll() is not None:
+            raise RuntimeError("the probe's Reverb server did not start")
+    return proc, time.monotonic()
+
+
+def abandoned_backoff(down_s: float, abandon: bool, heartbeat: bool = False) -> dict:
+    """Seconds from a SIGKILLed server's restart until `replay.connect` returns, when
+    it started waiting as the server went away, with (`abandon`) or without a dataset
+    iterator left behind in a thread, blocked in a sample from the dead server: the
+    learner's abandoned training call (jobs/watchdog.py)."""
+    import threading
+
+    import portpicker
+    import reverb
+    import tensorflow as tf
+
+    from sac_distributed.replay import connection
+
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+    server, _ = _serve_process(port)
+    lease = None
+    if heartbeat:
+        from sac_distributed.jobs import ownership
+
+        lease = ownership.Lease(address, ownership.Claim.mine())
+        lease._start_heartbeat()  # the beats only, as in lease_backoff
+        time.sleep(2 * ownership.HEARTBEAT_INTERVAL_S)
+    if abandon:
+        dataset = reverb.TrajectoryDataset(
+            address, "t", tf.float32, tf.TensorShape([]), max_in_flight_samples_per_worker=1
+        )
+
+        def stuck() -> None:
+            try:
+                next(iter(dataset))
+            except Exception:  # noqa: BLE001  (the dead server's error, if it ever comes)
+                pass
+
+        threading.Thread(target=stuck, daemon=True).start()
+        time.sleep(2.0)  # it is sampling, held by the empty table
+    server.kill()
+    server.wait()
+    connected = {}
+
+    def reconnect() -> None:
+        connection.connect(address, down_s + 300, "probe")
+        connected["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=reconnect, daemon=True)
+    waiter.start()
+    time.sleep(down_s)
+    server, up = _serve_process(port)
+    waiter.join()
+    if lease is not None:
+        lease.release()
+    server.kill()
+    return {
+        "mode": "abandoned",
+        "abandoned_iterator": abandon,
+        "heartbeat": heartbeat,
+        "down_s": down_s,
+        "connect_returns_s": round(connected["at"] - up, 3),
+    }
+
+
 def _emit(result: dict, out: Optional[str]) -> None:
     """Prints one result as a JSON line, and appends it to `out` when given."""
     print(json.dumps(result), flush=True)
@@ -225,12 +315,21 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="fresh processes")
     p.add_argument("--out", default=None, help="append one JSON line per repeat here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--mode", choices=("learner", "channel", "lease"), default="learner")
-    p.add_argument("--down_s", type=float, default=30.0, help="channel, lease: server downtime")
+    p.add_argument(
+        "--mode", choices=("learner", "channel", "lease", "abandoned"), default="learner"
+    )
+    p.add_argument(
+        "--down_s", type=float, default=30.0, help="channel, lease, abandoned: server downtime"
+    )
     args = p.parse_args(argv)
     if args.mode == "lease":
         for _ in range(args.repeats):
             _emit(lease_backoff(args.down_s), args.out)
+        return 0
+    if args.mode == "abandoned":
+        for _ in range(args.repeats):
+            for abandon, heartbeat in ((False, False), (True, False), (False, True)):
+                _emit(abandoned_backoff(args.down_s, abandon, heartbeat), args.out)
         return 0
     if args.mode == "channel":
         for keep_old in (True, False):
