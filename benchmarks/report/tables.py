@@ -65,6 +65,10 @@ INVERTED = _set(
 HALFCHEETAH = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 HALFCHEETAH_300K = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 CROSSQ = _set("HalfCheetahBulletEnv-v0", "ours, CrossQ", ("crossq_halfcheetah", "ours-crossq"))
+CROSSQ_PENDULUM = _set("Pendulum-v1", "ours, CrossQ", ("crossq_small", "ours-crossq"))
+CROSSQ_INVERTED = _set(
+    "InvertedPendulumBulletEnv-v0", "ours, CrossQ", ("crossq_small", "ours-crossq")
+)
 CROSSQ_HOPPER = _set(
     "HopperBulletEnv-v0",
     "ours, CrossQ",
@@ -110,7 +114,9 @@ CROSSQ_MUJOCO = {
 # The short table of README.md and the docs: (runs, mark, budget in words).
 GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (PENDULUM, 20_000, "20k"),
+    (CROSSQ_PENDULUM, 20_000, "20k"),
     (INVERTED, 30_000, "30k"),
+    (CROSSQ_INVERTED, 30_000, "30k"),
     (HALFCHEETAH, 100_000, "100k"),
     (HALFCHEETAH_300K, 300_000, "300k"),
     (CROSSQ, 100_000, "100k"),
@@ -139,6 +145,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             PENDULUM,
             _set("Pendulum-v1", "SB3, same hyperparameters", ("learning", "sb3-preset")),
             _set("Pendulum-v1", "stock TF-Agents loop", ("learning", "stock-preset")),
+            CROSSQ_PENDULUM,
         ),
     ),
     "InvertedPendulumBulletEnv-v0": (
@@ -160,6 +167,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
                 "stock TF-Agents loop, old preset's",
                 ("learning", "stock-n1g99"),
             ),
+            CROSSQ_INVERTED,
         ),
     ),
     "HalfCheetahBulletEnv-v0": (
