@@ -172,17 +172,37 @@ def channel_backoff(down_s: float, keep_old: bool) -> dict:
     return {"down_s": down_s, "old_client_kept": keep_old, "fresh_client_answers_s": answered}
 
 
+def _connect_across_restart(address: str, down_s: float, restart):
+    """`replay.connect` started now, as the server is gone; after `down_s` the server
+    comes back by `restart()` (returning it and the time it was up). Returns the
+    server and the seconds from its return until connect returned."""
+    import threading
+
+    from sac_distributed.replay import connection
+
+    connected = {}
+
+    def reconnect() -> None:
+        connection.connect(address, down_s + 300, "probe")
+        connected["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=reconnect, daemon=True)
+    waiter.start()
+    time.sleep(down_s)
+    server, up = restart()
+    waiter.join()
+    return server, connected["at"] - up
+
+
 def lease_backoff(down_s: float) -> dict:
     """Seconds from a server's restart until `replay.connect` returns, when it started
     waiting as the server went away and the learner's lease heartbeat
     (jobs/ownership.py) beat in the same process all along: a learner's reconnect."""
-    import threading
 
     import portpicker
     import reverb
 
     from sac_distributed.jobs import ownership
-    from sac_distributed.replay import connection
 
     port = portpicker.pick_unused_port()
     address = f"localhost:{port}"
@@ -195,21 +215,14 @@ def lease_backoff(down_s: float) -> dict:
     lease._start_heartbeat()  # the beats only; the server's arbiter is not needed here
     time.sleep(2 * ownership.HEARTBEAT_INTERVAL_S)
     server.stop()
-    connected = {}
 
-    def reconnect() -> None:
-        connection.connect(address, down_s + 300, "probe")
-        connected["at"] = time.monotonic()
+    def restart():
+        return serve(), time.monotonic()
 
-    waiter = threading.Thread(target=reconnect, daemon=True)
-    waiter.start()
-    time.sleep(down_s)
-    server = serve()
-    up = time.monotonic()
-    waiter.join()
+    server, seconds = _connect_across_restart(address, down_s, restart)
     lease.release()
     server.stop()
-    return {"mode": "lease", "down_s": down_s, "connect_returns_s": round(connected["at"] - up, 3)}
+    return {"mode": "lease", "down_s": down_s, "connect_returns_s": round(seconds, 3)}
 
 
 # A Reverb server in a process of its own (the probe SIGKILLs it, as the chaos tool
@@ -249,8 +262,6 @@ def abandoned_backoff(down_s: float, abandon: bool, heartbeat: bool = False) -> 
     import reverb
     import tensorflow as tf
 
-    from sac_distributed.replay import connection
-
     port = portpicker.pick_unused_port()
     address = f"localhost:{port}"
     server, _ = _serve_process(port)
@@ -276,17 +287,7 @@ def abandoned_backoff(down_s: float, abandon: bool, heartbeat: bool = False) -> 
         time.sleep(2.0)  # it is sampling, held by the empty table
     server.kill()
     server.wait()
-    connected = {}
-
-    def reconnect() -> None:
-        connection.connect(address, down_s + 300, "probe")
-        connected["at"] = time.monotonic()
-
-    waiter = threading.Thread(target=reconnect, daemon=True)
-    waiter.start()
-    time.sleep(down_s)
-    server, up = _serve_process(port)
-    waiter.join()
+    server, seconds = _connect_across_restart(address, down_s, lambda: _serve_process(port))
     if lease is not None:
         lease.release()
     server.kill()
@@ -295,7 +296,7 @@ def abandoned_backoff(down_s: float, abandon: bool, heartbeat: bool = False) -> 
         "abandoned_iterator": abandon,
         "heartbeat": heartbeat,
         "down_s": down_s,
-        "connect_returns_s": round(connected["at"] - up, 3),
+        "connect_returns_s": round(seconds, 3),
     }
 
 
