@@ -146,6 +146,8 @@ def test_connect_to_an_unused_port_gives_up_after_the_timeout(free_port, caplog)
     assert "the test needs the replay table" in message
     waiting = [r.getMessage() for r in caplog.records if r.name == "absl"]
     assert any(f"Waiting for the Reverb server at {address}" in m for m in waiting), waiting
+    # What the last attempt met, so a slow reconnect can be read from the log.
+    assert any("(last attempt: " in m for m in waiting), waiting
 
 
 def test_connect_stops_waiting_on_a_stop_signal(free_port):

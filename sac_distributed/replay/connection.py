@@ -70,14 +70,17 @@ def connect(
         client.server_info(timeout=max(1, min(5, int(remaining_s))))
         return client
 
-    def log_wait(_: BaseException, remaining_s: float) -> None:
+    def log_wait(error: BaseException, remaining_s: float) -> None:
         nonlocal waited
         waited = True
         logging.info(
-            "Waiting for the Reverb server at %s (%s); %.0f s left before giving up.",
+            "Waiting for the Reverb server at %s (%s); %.0f s left before giving up "
+            "(last attempt: %s: %s).",
             address,
             purpose,
             remaining_s,
+            type(error).__name__,
+            _first_line(error)[:120],
         )
 
     try:
