@@ -378,21 +378,13 @@ def check_policy(rec: RunRecord) -> Check:
     the run recorded in its run_info.json (as sac-evaluate finds it)."""
     target = rec.run["num_iterations"]
     try:
-        from sac_distributed.algorithm import envs
-        from sac_distributed.algorithm import specs as specs_lib
         from sac_distributed.tools import inspect_policy
 
         policy_dir = paths.policy_dir(rec.root, "greedy_policy")
         policy = inspect_policy.load_policy(policy_dir)
         step = int(policy.get_train_step())
-        env_name, env_kwargs, root = inspect_policy.find_run_env(policy_dir)
-        env = specs_lib.load_env(
-            env_name,
-            seed=0,
-            env_kwargs=inspect_policy.parse_env_kwargs(env_kwargs),
-            module_dirs=envs.recorded_module_dirs(root),
-        )
-        action = policy.action(env.reset()).action
+        env_name, load_env = inspect_policy.run_env(policy_dir)
+        action = policy.action(load_env(seed=0).reset()).action
     except Exception as error:  # noqa: BLE001  (any failure to load is the finding)
         return Check("the exported greedy policy loads", False, f"{type(error).__name__}: {error}")
     return Check(

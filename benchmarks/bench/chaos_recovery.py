@@ -52,14 +52,14 @@ def recoveries(out_dir: str) -> List[dict]:
 
 def _learner_marks(rec: RunRecord, t0: float, since: float) -> dict:
     lines = rec.instance_lines("learner", rec.instance_at("learner", t0))
-    marks = {}
+    marks, first_lines = {}, {}
     for key, text in _LEARNER_MARKS:
         found = [
             (s, m) for s, m in lines if s is not None and s >= since and text.lower() in m.lower()
         ]
         marks[key] = round(found[0][0] - t0, 1) if found else None
-        if key == "resumed":
-            marks.update(_resume_parts(found[0][1] if found else ""))
+        first_lines[key] = found[0][1] if found else ""
+    marks.update(_resume_parts(first_lines["resumed"]))
     steps = [
         s for s, m in lines if s is not None and s >= t0 and re.search(r"train_step \d+: loss", m)
     ]

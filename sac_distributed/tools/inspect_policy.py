@@ -130,6 +130,29 @@ def find_run_env(policy_dir: str) -> Optional[Tuple[str, str, Optional[str]]]:
     return None
 
 
+def run_env(
+    policy_dir: str, env_name: Optional[str] = None, env_kwargs: Optional[str] = None
+) -> Tuple[str, Callable[..., py_environment.PyEnvironment]]:
+    """(env_name, a loader of that env) for a policy in `policy_dir`: the env and its
+    kwargs the run recorded (`find_run_env`) unless `env_name` names one, loaded from
+    where a user's module came from. The loader takes `seed` and `render`."""
+    found = find_run_env(policy_dir)
+    if not env_name and found:
+        env_name, env_kwargs = found[0], env_kwargs if env_kwargs is not None else found[1]
+    _require(
+        bool(env_name),
+        f"--env_name is required: {policy_dir} (and its two parent directories) has no "
+        f"{RUN_INFO_FILE} naming the environment the policy was trained on.",
+    )
+    module_dirs = envs.recorded_module_dirs(found[2] if found else None)
+
+    def load(seed: Optional[int] = None, render: bool = False) -> py_environment.PyEnvironment:
+        kwargs = parse_env_kwargs(env_kwargs)
+        return specs_lib.load_env(env_name, seed, kwargs, render=render, module_dirs=module_dirs)
+
+    return env_name, load
+
+
 def load_policy(policy_dir: str) -> py_policy.PyPolicy:
     """The SavedModel in `policy_dir` as a Python policy (specs from policy_specs.pbtxt)."""
     from tf_agents.policies import py_tf_eager_policy
@@ -283,26 +306,13 @@ def evaluate(
     if video_path:
         check_video_path(video_path)
     policy_dir = resolve_policy_dir(policy_dir)
-    found = find_run_env(policy_dir)
-    if not env_name and found:
-        env_name, env_kwargs = found[0], env_kwargs if env_kwargs is not None else found[1]
-    _require(
-        bool(env_name),
-        f"--env_name is required: {policy_dir} (and its two parent directories) has no "
-        f"{RUN_INFO_FILE} naming the environment the policy was trained on.",
-    )
+    env_name, load_env = run_env(policy_dir, env_name, env_kwargs)
     if seed is not None:
         import tensorflow as tf
 
         tf.random.set_seed(seed)
     policy = load_policy(policy_dir)
-    env = specs_lib.load_env(
-        env_name,
-        seed,
-        parse_env_kwargs(env_kwargs),
-        render=bool(video_path),
-        module_dirs=envs.recorded_module_dirs(found[2] if found else None),
-    )
+    env = load_env(seed, render=bool(video_path))
     try:
         check_specs(policy, env, env_name)
         if not video_path:
