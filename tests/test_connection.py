@@ -84,6 +84,44 @@ def test_recover_drops_the_old_clients_before_it_connects_anew(monkeypatch):
         server.stop()
 
 
+def test_recover_drops_the_client_of_the_call_the_error_was_raised_from(monkeypatch):
+    """The learner's watchdog raises ServerLostError from the failed ping; the ping's frames,
+    reached through the error's cause, held its client (and gRPC's shared subchannel,
+    backing off) through the outage, and the learner's reconnect waited it out."""
+    port = portpicker.pick_unused_port()
+    address = f"localhost:{port}"
+    server = _serve(port)
+    config = config_lib.ClientConfig(address, address, connect_timeout_s=DEADLINE_S)
+    connection = connection_lib.Connection(config, "the test", lambda: False)
+    connection.open()
+    pinging = []
+    alive_at_connect = []
+    real_connect = connection_lib.connect
+
+    def spying_connect(*args, **kwargs):
+        alive_at_connect.append(pinging[0]() is not None)
+        return real_connect(*args, **kwargs)
+
+    def ping(client: reverb.Client) -> None:  # as the watchdog's: the client a local
+        pinging.append(weakref.ref(client))
+        raise reverb.errors.DeadlineExceededError("ServerInfo call did not complete")
+
+    monkeypatch.setattr(connection_lib, "connect", spying_connect)
+    server.stop()
+    server = _serve(port)
+    try:
+        try:
+            try:
+                ping(reverb.Client(address))
+            except reverb.errors.DeadlineExceededError as error:
+                raise ConnectionError("the server stopped answering") from error
+        except ConnectionError as lost:
+            connection.recover(lost)
+        assert alive_at_connect == [False, False]
+    finally:
+        server.stop()
+
+
 def test_a_job_started_while_its_server_restarts_checks_the_tables_on_the_new_one(
     env_specs, tmp_path
 ):

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import portpicker
 import pytest
@@ -145,3 +146,66 @@ def test_giving_the_lease_back_to_a_stopped_server_fails_instead_of_hanging():
     thread.join(DEADLINE_S)
     assert not thread.is_alive(), f"writing to a stopped server still blocks after {DEADLINE_S} s"
     assert "ServerInfo" in str(outcome.get("error")), outcome
+
+
+def test_the_heartbeat_keeps_no_client_between_beats_with_the_server_up_or_gone(monkeypatch):
+    """gRPC keeps one subchannel per address while any channel to it lives. A heartbeat
+    client kept from beat to beat held it through a server outage, and the learner's
+    reconnect then waited out that subchannel's backoff (16-27 s after the new server
+    listened). Between beats the heartbeat must hold no client, server up or gone."""
+    import gc
+    import weakref
+
+    import reverb
+
+    from sac_distributed.jobs import ownership
+
+    made = []
+
+    class TrackedClient(reverb.Client):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(weakref.ref(self))
+
+    live_at_waits = []
+    stop_server = threading.Event()
+
+    class WatchedStop(threading.Event):
+        def wait(self, timeout=None):
+            if stop_server.is_set() and not stopped.is_set():
+                # Between beats, so that no beat is cut inside Reverb's sample, which has
+                # no deadline (a real SIGKILL can land there too; see Lease._renew).
+                server.stop()
+                stopped.set()
+            gc.collect()
+            live_at_waits.append(sum(ref() is not None for ref in made))
+            return super().wait(timeout)
+
+    stopped = threading.Event()
+
+    monkeypatch.setattr(ownership.reverb, "Client", TrackedClient)
+    monkeypatch.setattr(ownership, "HEARTBEAT_INTERVAL_S", 0.2)
+    port = portpicker.pick_unused_port()
+    server = reverb.Server(ownership.make_tables(), port=port)
+    lease = ownership.Lease(f"localhost:{port}", ownership.Claim.mine())
+    lease._stop = WatchedStop()
+    lease._start_heartbeat()
+
+    def wait_for(what, condition):
+        deadline = time.monotonic() + DEADLINE_S
+        while not condition():
+            assert time.monotonic() < deadline, f"waited {DEADLINE_S} s for {what}"
+            time.sleep(0.05)
+
+    try:
+        wait_for("three beats to a live server", lambda: len(made) >= 3)
+        claims = reverb.Client(f"localhost:{port}").server_info()[ownership.CLAIMS_TABLE]
+        assert claims.current_size >= 2  # the beats wrote their claims
+        stop_server.set()
+        wait_for("the server to stop between beats", stopped.is_set)
+        beats_before = len(live_at_waits)
+        wait_for("three beats to a gone server", lambda: len(live_at_waits) >= beats_before + 3)
+    finally:
+        lease._stop.set()
+        lease._thread.join(DEADLINE_S)
+    assert live_at_waits and all(n == 0 for n in live_at_waits), live_at_waits

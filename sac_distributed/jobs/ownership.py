@@ -43,6 +43,8 @@ from sac_distributed.replay import latest_value_table, open_trajectory_writer
 CLAIMS_TABLE = "learner_claims"
 OWNER_TABLE = "learner_owner"
 HEARTBEAT_INTERVAL_S = 5.0
+# How long one beat waits for a server that may be gone before it gives up until the next.
+BEAT_TIMEOUT_S = 2
 LEASE_TIMEOUT_S = 60.0
 # An owner heard from this recently is alive: a second learner is refused at
 # once instead of waiting for the lease to expire.
@@ -248,17 +250,32 @@ class Lease:
         self._thread.start()
 
     def _beat(self) -> None:
-        client = reverb.Client(self._address)
         while not self._stop.wait(HEARTBEAT_INTERVAL_S):
             try:
-                _write(client, CLAIMS_TABLE, self._me)
-                owner = read_owner(client)
+                owner = self._renew()
             except _CLIENT_ERRORS:
-                client = reverb.Client(self._address)  # the server is away: retry later
-                continue
+                continue  # the server is away: retry at the next beat
             if owner is not None and owner.token != self._me.token:
                 self._lost_to = owner
                 return
+
+    def _renew(self) -> Optional[Claim]:
+        """One beat with a client of its own, gone when the beat ends.
+
+        gRPC shares one subchannel among all of a process's channels to an address and
+        keeps it while any of them lives; a client kept (or replaced before the old one
+        went) from beat to beat kept it through a whole server outage, its reconnect
+        backoff growing past 16 s, and the learner's reconnect waited that out although
+        the new server answered everyone else (benchmarks/results/chaos/heartbeat_client/).
+        Between beats this thread now holds none, and a dead server costs a beat at most
+        BEAT_TIMEOUT_S. (A server killed inside `read_owner`'s sample, which Reverb gives
+        no deadline, still holds this beat until the server is back: a window of about a
+        millisecond per beat.)
+        """
+        client = reverb.Client(self._address)
+        client.server_info(timeout=BEAT_TIMEOUT_S)
+        _write(client, CLAIMS_TABLE, self._me)
+        return read_owner(client)
 
     def check(self) -> None:
         """Raises RunOwnedError once another learner was granted the run."""

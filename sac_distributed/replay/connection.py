@@ -269,10 +269,17 @@ class Connection:
         self._recoveries_without_progress = 0
 
 
-def _drop_frames(error: Exception) -> None:
+def _drop_frames(error: Optional[BaseException]) -> None:
     """The frames `error` came through hold the old clients (and writers, iterators)
-    as locals for as long as the error lives: drops those locals."""
-    traceback.clear_frames(error.__traceback__)
+    as locals for as long as the error lives: drops those locals, along the chain of
+    errors it was raised from (the watchdog's ServerLostError comes from the failed
+    ping, whose frames hold the pinging client; any live client keeps gRPC's shared
+    subchannel to that address, and its reconnect backoff, alive)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
 
 
 def _first_line(error: Exception) -> str:
