@@ -14,7 +14,9 @@ from proc_utils import DEADLINE_S
 pytestmark = pytest.mark.slow
 
 CHAOS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "chaos.py")
-NUM_ITERATIONS = 1000
+# Long enough that the learner, back within a few seconds of a kill, is still training
+# when the last kill is due: 1000 steps finished before it once its reconnects got faster.
+NUM_ITERATIONS = 2000
 TINY = {
     "initial_collect_steps": 100,
     "batch_size": 32,
@@ -56,8 +58,8 @@ def chaos_run(tmp_path_factory):
         f"--num_iterations={NUM_ITERATIONS}",
         f"--hparams={json.dumps(TINY)}",
         f"--kills={KILLS}",
-        "--step_span=0.1,0.8",
-        "--interval_s=1,4",
+        "--step_span=0.05,0.4",
+        "--interval_s=0.5,2",
         "--restart_delay_s=0.5,2",
         "--replay_checkpoint_interval_s=3",
         f"--max_run_s={2 * DEADLINE_S}",
