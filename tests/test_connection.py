@@ -50,13 +50,19 @@ def test_connect_asks_each_time_with_a_new_client_and_keeps_none_of_the_failed(m
             server.stop()
 
 
-def test_recover_drops_the_old_clients_before_it_connects_anew(monkeypatch):
+def _open_connection():
+    """A server on a free port and a job's connection to it: (port, server, connection)."""
     port = portpicker.pick_unused_port()
     address = f"localhost:{port}"
     server = _serve(port)
     config = config_lib.ClientConfig(address, address, connect_timeout_s=DEADLINE_S)
     connection = connection_lib.Connection(config, "the test", lambda: False)
     connection.open()
+    return port, server, connection
+
+
+def test_recover_drops_the_old_clients_before_it_connects_anew(monkeypatch):
+    port, server, connection = _open_connection()
     old = [weakref.ref(connection.replay), weakref.ref(connection.variables)]
     old_alive_at_connect = []
     real_connect = connection_lib.connect
@@ -88,12 +94,8 @@ def test_recover_drops_the_client_of_the_call_the_error_was_raised_from(monkeypa
     """The learner's watchdog raises ServerLostError from the failed ping; the ping's frames,
     reached through the error's cause, held its client (and gRPC's shared subchannel,
     backing off) through the outage, and the learner's reconnect waited it out."""
-    port = portpicker.pick_unused_port()
+    port, server, connection = _open_connection()
     address = f"localhost:{port}"
-    server = _serve(port)
-    config = config_lib.ClientConfig(address, address, connect_timeout_s=DEADLINE_S)
-    connection = connection_lib.Connection(config, "the test", lambda: False)
-    connection.open()
     pinging = []
     alive_at_connect = []
     real_connect = connection_lib.connect
