@@ -211,3 +211,42 @@ def test_the_heartbeat_keeps_no_client_between_beats_with_the_server_up_or_gone(
         lease._stop.set()
         lease._thread.join(DEADLINE_S)
     assert live_at_waits and all(n == 0 for n in live_at_waits), live_at_waits
+
+
+def test_claiming_the_lease_keeps_no_client_between_attempts_while_the_server_is_gone(
+    monkeypatch,
+):
+    """The same for the claim a learner makes at its start: a learner started while its
+    server restarts must not keep a client (and gRPC's backoff) across its retries."""
+    import gc
+    import weakref
+
+    import reverb
+
+    from sac_distributed.jobs import ownership
+
+    made = []
+    me = threading.current_thread()
+
+    class TrackedClient(reverb.Client):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if threading.current_thread() is me:
+                made.append(weakref.ref(self))
+
+    live_at_retries = []
+    real_sleep = time.sleep
+
+    def watched_sleep(seconds):
+        if threading.current_thread() is me:
+            gc.collect()
+            live_at_retries.append(sum(ref() is not None for ref in made))
+        real_sleep(min(seconds, 0.1))
+
+    monkeypatch.setattr(ownership.reverb, "Client", TrackedClient)
+    monkeypatch.setattr(ownership.time, "sleep", watched_sleep)
+    port = portpicker.pick_unused_port()  # nothing listens there
+    lease = ownership.Lease(f"localhost:{port}", ownership.Claim.mine())
+    assert lease.acquire(lambda: len(live_at_retries) >= 3) is False
+    assert len(made) >= 3, "each attempt asks with a client of its own"
+    assert live_at_retries == [0, 0, 0], live_at_retries

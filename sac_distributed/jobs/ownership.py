@@ -202,21 +202,28 @@ class Lease:
 
         Raises RunOwnedError when a live learner owns it.
         """
-        client = reverb.Client(self._address)
+        client: Optional[reverb.Client] = None
         deadline = time.monotonic() + LEASE_TIMEOUT_S + 60
         next_claim = 0.0
         while not should_stop():
+            failed = False
             try:
+                if client is None:
+                    client = reverb.Client(self._address)
+                    client.server_info(timeout=BEAT_TIMEOUT_S)
                 if time.monotonic() >= next_claim:
                     _write(client, CLAIMS_TABLE, self._me)
                     next_claim = time.monotonic() + HEARTBEAT_INTERVAL_S
                 owner = read_owner(client)
             except _CLIENT_ERRORS as error:  # the server is busy or restarting: try again
-                logging.warning("Claiming the run's lease failed (%s); retrying.", error)
-                client = reverb.Client(self._address)
-                owner = None
+                # The text, not the error: a log record kept (by a handler) would keep the
+                # error's frames, and their client, alive.
+                logging.warning("Claiming the run's lease failed (%s); retrying.", str(error))
                 if time.monotonic() > deadline:
                     raise
+                client = None  # no client kept while the server is away (see _renew)
+                failed = True
+            if failed:  # out of the handler: the error's frames, holding the client, are gone
                 time.sleep(1.0)
                 continue
             if owner is not None and owner.token == self._me.token:
