@@ -65,6 +65,7 @@ INVERTED = _set(
 HALFCHEETAH = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 HALFCHEETAH_300K = _set("HalfCheetahBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 CROSSQ = _set("HalfCheetahBulletEnv-v0", "ours, CrossQ", ("crossq_halfcheetah", "ours-crossq"))
+CROSSQ_300K = _set("HalfCheetahBulletEnv-v0", "ours, CrossQ", ("crossq_300k", "ours-crossq"))
 CROSSQ_PENDULUM = _set("Pendulum-v1", "ours, CrossQ", ("crossq_small", "ours-crossq"))
 CROSSQ_INVERTED = _set(
     "InvertedPendulumBulletEnv-v0", "ours, CrossQ", ("crossq_small", "ours-crossq")
@@ -120,6 +121,7 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (HALFCHEETAH, 100_000, "100k"),
     (HALFCHEETAH_300K, 300_000, "300k"),
     (CROSSQ, 100_000, "100k"),
+    (CROSSQ_300K, 300_000, "300k"),
     (HOPPER, 100_000, "100k"),
     (HOPPER_300K, 300_000, "300k"),
     (CROSSQ_HOPPER, 100_000, "100k"),
@@ -179,6 +181,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             ),
             HALFCHEETAH_300K,
             CROSSQ,
+            CROSSQ_300K,
         ),
     ),
     "HopperBulletEnv-v0": (
