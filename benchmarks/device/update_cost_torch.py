@@ -154,7 +154,8 @@ class Update:
         self.critic_opt.step()
         self.steps += 1
         if not self.crossq or self.steps % 3 == 0:
-            self.critics.eval() if self.crossq else None
+            if self.crossq:  # the actor's loss reads the critics' running statistics
+                self.critics.eval()
             new_act, logp = self._policy(obs)
             actor_loss = (alpha * logp - self._q(self.critics, obs, new_act)).mean()
             self.actor_opt.zero_grad(set_to_none=True)
@@ -238,7 +239,7 @@ def main(argv=None) -> int:
             if device == "cuda"
             else (f"cpu ({torch.get_num_threads()} threads)")
         )
-        steps = args.cpu_steps or args.steps if device == "cpu" else args.steps
+        steps = (args.cpu_steps or args.steps) if device == "cpu" else args.steps
         for width in [int(w) for w in args.widths.split(",")]:
             for algorithm in args.algorithms.split(","):
                 modes = ["eager", "cuda_graph"] if device == "cuda" and args.graphs else ["eager"]
