@@ -154,20 +154,14 @@ def test_the_heartbeat_keeps_no_client_between_beats_with_the_server_up_or_gone(
     reconnect then waited out that subchannel's backoff (16-27 s after the new server
     listened). Between beats the heartbeat must hold no client, server up or gone."""
     import gc
-    import weakref
 
     import reverb
 
     from sac_distributed.jobs import ownership
 
-    made = []  # the heartbeat thread's clients (other threads of this process may make some)
     untracked_client = reverb.Client  # the test's own, made before the patch
-
-    class TrackedClient(reverb.Client):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            if threading.current_thread().name == "learner-lease":
-                made.append(weakref.ref(self))
+    # The heartbeat thread's clients (other threads of this process may make some).
+    made = _track_clients(monkeypatch, lambda: threading.current_thread().name == "learner-lease")
 
     live_at_waits = []
     stop_server = threading.Event()
@@ -185,7 +179,6 @@ def test_the_heartbeat_keeps_no_client_between_beats_with_the_server_up_or_gone(
 
     stopped = threading.Event()
 
-    monkeypatch.setattr(ownership.reverb, "Client", TrackedClient)
     monkeypatch.setattr(ownership, "HEARTBEAT_INTERVAL_S", 0.2)
     port = portpicker.pick_unused_port()
     server = reverb.Server(ownership.make_tables(), port=port)
@@ -219,20 +212,11 @@ def test_claiming_the_lease_keeps_no_client_between_attempts_while_the_server_is
     """The same for the claim a learner makes at its start: a learner started while its
     server restarts must not keep a client (and gRPC's backoff) across its retries."""
     import gc
-    import weakref
-
-    import reverb
 
     from sac_distributed.jobs import ownership
 
-    made = []
     me = threading.current_thread()
-
-    class TrackedClient(reverb.Client):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            if threading.current_thread() is me:
-                made.append(weakref.ref(self))
+    made = _track_clients(monkeypatch, lambda: threading.current_thread() is me)
 
     live_at_retries = []
     real_sleep = time.sleep
@@ -243,10 +227,28 @@ def test_claiming_the_lease_keeps_no_client_between_attempts_while_the_server_is
             live_at_retries.append(sum(ref() is not None for ref in made))
         real_sleep(min(seconds, 0.1))
 
-    monkeypatch.setattr(ownership.reverb, "Client", TrackedClient)
     monkeypatch.setattr(ownership.time, "sleep", watched_sleep)
     port = portpicker.pick_unused_port()  # nothing listens there
     lease = ownership.Lease(f"localhost:{port}", ownership.Claim.mine())
     assert lease.acquire(lambda: len(live_at_retries) >= 3) is False
     assert len(made) >= 3, "each attempt asks with a client of its own"
     assert live_at_retries == [0, 0, 0], live_at_retries
+
+
+def _track_clients(monkeypatch, counted):
+    """Patches reverb.Client so that each client made while `counted()` holds is listed
+    (as a weak reference) in the returned list."""
+    import weakref
+
+    import reverb
+
+    made = []
+
+    class TrackedClient(reverb.Client):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if counted():
+                made.append(weakref.ref(self))
+
+    monkeypatch.setattr(reverb, "Client", TrackedClient)
+    return made
