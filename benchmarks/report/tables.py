@@ -111,6 +111,27 @@ CROSSQ_MUJOCO = {
     env: _set(env, "ours, CrossQ", ("crossq_mujoco", "ours-crossq"))
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 }
+# CrossQ with 512-wide critics, for the 15 % of the CrossQ authors' figures (issue 44).
+CROSSQ_MUJOCO_512 = {
+    env: _set(
+        env,
+        "ours, CrossQ, critic width 512",
+        ("crossq_mujoco_512", "ours-crossq512"),
+        note="`--algorithm=crossq --critic_joint_fc_layer_params=512,512`",
+    )
+    for env in ("HalfCheetah-v5",)
+}
+# The preset with every learning rate at 1e-3 (CrossQ's; CleanRL's critic rate).
+MUJOCO_LR = {
+    env: _set(
+        env,
+        "ours, SAC, learning rates 1e-3",
+        ("learning_mujoco_tuning", "ours-lr1em3"),
+        note="the preset with `--critic_learning_rate=1e-3 --actor_learning_rate=1e-3 "
+        "--alpha_learning_rate=1e-3`",
+    )
+    for env in ("HalfCheetah-v5", "Walker2d-v5")
+}
 
 # The short table of README.md and the docs: (runs, mark, budget in words).
 GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
@@ -239,7 +260,13 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             ),
         ),
     ),
-    **{env: ((50_000, 100_000), (runs, CROSSQ_MUJOCO[env])) for env, runs in MUJOCO.items()},
+    **{
+        env: (
+            (50_000, 100_000),
+            (runs, *(s[env] for s in (MUJOCO_LR, CROSSQ_MUJOCO, CROSSQ_MUJOCO_512) if env in s)),
+        )
+        for env, runs in MUJOCO.items()
+    },
     "HalfCheetah-v5": (
         (50_000, 100_000),
         (
@@ -249,7 +276,9 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
                 "SB3, same hyperparameters",
                 ("learning_mujoco_sb3", "sb3-preset"),
             ),
+            MUJOCO_LR["HalfCheetah-v5"],
             CROSSQ_MUJOCO["HalfCheetah-v5"],
+            CROSSQ_MUJOCO_512["HalfCheetah-v5"],
         ),
     ),
     "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
