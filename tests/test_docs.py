@@ -198,7 +198,7 @@ def test_the_presets_table_lists_every_preset(site):
     with open(os.path.join(PACKAGE_DIR, "config", "presets.py"), encoding="utf-8") as f:
         source = f.read()
     envs = re.findall(r'^\s+"([\w-]+-v\d+)": ', source, re.MULTILINE)
-    envs += re.findall(r'^\s+\("([\w-]+-v\d+)", \d+\)', source, re.MULTILINE)
+    envs += re.findall(r'^\s+\("([\w-]+-v\d+)", \d+[,)]', source, re.MULTILINE)
     assert len(envs) >= 10, envs
     for env in envs:
         assert f"{env} " in text or f"{env}\n" in text, env
