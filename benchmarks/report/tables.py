@@ -169,6 +169,7 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (MINITAUR, 110_000, "110k (100k SGD steps)"),
     *((runs, 100_000, "100k") for runs in MUJOCO.values()),
     *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO.values()),
+    *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO_512.values()),
     (UNTUNED, 30_000, "30k"),
 )
 
