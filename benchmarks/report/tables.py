@@ -133,7 +133,7 @@ CROSSQ_MUJOCO_512 = {
         ("crossq_mujoco_512", "ours-crossq512"),
         note="`--algorithm=crossq --critic_joint_fc_layer_params=512,512`",
     )
-    for env in ("HalfCheetah-v5",)
+    for env in ("HalfCheetah-v5", "Walker2d-v5")
 }
 # The preset with every learning rate at 1e-3 (CrossQ's; CleanRL's critic rate).
 MUJOCO_LR = {
@@ -144,7 +144,7 @@ MUJOCO_LR = {
         note="the preset with `--critic_learning_rate=1e-3 --actor_learning_rate=1e-3 "
         "--alpha_learning_rate=1e-3`",
     )
-    for env in ("Hopper-v5", "Walker2d-v5")
+    for env in ("Hopper-v5", "Walker2d-v5", "Ant-v5")
 }
 
 # The short table of README.md and the docs: (runs, mark, budget in words).
