@@ -111,14 +111,26 @@ MUJOCO = {
         ("learning_mujoco_tuning", "ours-lr1em3"),
         note="the preset's values, run as the variant `lr1em3`",
     ),
+    # Hopper-v5's preset takes CleanRL's critic rate and warm-up since 2026-11-29.
+    "Hopper-v5": _set(
+        "Hopper-v5",
+        "ours, preset",
+        ("learning_mujoco_tuning", "ours-cleanrl"),
+        note="the preset's values, run as the variant `cleanrl`",
+    ),
     **{
         env: _set(env, "ours, preset", ("learning_mujoco", "ours-preset"))
-        for env in ("Hopper-v5", "Walker2d-v5", "Ant-v5")
+        for env in ("Walker2d-v5", "Ant-v5")
     },
 }
 HALFCHEETAH_V5_FORMER = _set(
     "HalfCheetah-v5",
     "ours, former preset (learning rates 3e-4)",
+    ("learning_mujoco", "ours-preset"),
+)
+HOPPER_V5_FORMER = _set(
+    "Hopper-v5",
+    "ours, former preset (critic rate 3e-4, 10k warm-up)",
     ("learning_mujoco", "ours-preset"),
 )
 CROSSQ_MUJOCO = {
@@ -282,6 +294,10 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         )
         for env, runs in MUJOCO.items()
     },
+    "Hopper-v5": (
+        (50_000, 100_000),
+        (MUJOCO["Hopper-v5"], HOPPER_V5_FORMER, MUJOCO_LR["Hopper-v5"], CROSSQ_MUJOCO["Hopper-v5"]),
+    ),
     "HalfCheetah-v5": (
         (50_000, 100_000),
         (
