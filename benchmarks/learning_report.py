@@ -54,10 +54,10 @@ REFERENCE: Dict[str, Dict[int, float]] = {
     "MinitaurBulletEnv-v0": {110_000: -0.28},
     # SAC on Gymnasium's MuJoCo v4 envs (the SimbaV2 authors' runs, 10 seeds): v5's
     # Hopper, Walker2d and Ant rewards differ a little from v4's (README, Results).
-    "HalfCheetah-v5": {100_000: 6156},
-    "Hopper-v5": {100_000: 1103},
-    "Walker2d-v5": {100_000: 690},
-    "Ant-v5": {100_000: 747},
+    "HalfCheetah-v5": {100_000: 6156, 300_000: 8593},
+    "Hopper-v5": {100_000: 1103, 300_000: 2160},
+    "Walker2d-v5": {100_000: 690, 300_000: 2470},
+    "Ant-v5": {100_000: 747, 300_000: 3532},
 }
 _SAC_V4 = "SAC on v4"
 REFERENCE_NAME: Dict[str, str] = {

@@ -123,6 +123,7 @@ MUJOCO = {
         for env in ("Walker2d-v5", "Ant-v5")
     },
 }
+MUJOCO_300K = _set("HalfCheetah-v5", "ours, preset", ("learning_mujoco_300k", "ours-preset"))
 HALFCHEETAH_V5_FORMER = _set(
     "HalfCheetah-v5",
     "ours, former preset (learning rates 3e-4)",
@@ -180,6 +181,8 @@ GLANCE: Tuple[Tuple[RunSet, int, str], ...] = (
     (CROSSQ_ANT, 100_000, "100k"),
     (MINITAUR, 110_000, "110k (100k SGD steps)"),
     *((runs, 100_000, "100k") for runs in MUJOCO.values()),
+    (MUJOCO_300K, 100_000, "100k of 300k runs"),
+    (MUJOCO_300K, 300_000, "300k"),
     *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO.values()),
     *((runs, 100_000, "100k") for runs in CROSSQ_MUJOCO_512.values()),
     (UNTUNED, 30_000, "30k"),
@@ -299,9 +302,10 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (MUJOCO["Hopper-v5"], HOPPER_V5_FORMER, MUJOCO_LR["Hopper-v5"], CROSSQ_MUJOCO["Hopper-v5"]),
     ),
     "HalfCheetah-v5": (
-        (50_000, 100_000),
+        (50_000, 100_000, 200_000, 300_000),
         (
             MUJOCO["HalfCheetah-v5"],
+            MUJOCO_300K,
             HALFCHEETAH_V5_FORMER,
             _set(
                 "HalfCheetah-v5",
