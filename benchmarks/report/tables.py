@@ -301,6 +301,21 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (MUJOCO["Hopper-v5"], HOPPER_V5_FORMER, MUJOCO_LR["Hopper-v5"], CROSSQ_MUJOCO["Hopper-v5"]),
     ),
+    "Ant-v5": (
+        (50_000, 100_000),
+        (
+            MUJOCO["Ant-v5"],
+            _set("Ant-v5", "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset")),
+            _set(
+                "Ant-v5",
+                "ours, preset, v4's observation (no contact forces)",
+                ("learning_mujoco_tuning", "ours-v4obs"),
+                note="`--env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
+            ),
+            MUJOCO_LR["Ant-v5"],
+            CROSSQ_MUJOCO["Ant-v5"],
+        ),
+    ),
     "HalfCheetah-v5": (
         (50_000, 100_000, 200_000, 300_000),
         (
