@@ -290,16 +290,33 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             ),
         ),
     ),
-    **{
-        env: (
-            (50_000, 100_000),
-            (runs, *(s[env] for s in (MUJOCO_LR, CROSSQ_MUJOCO, CROSSQ_MUJOCO_512) if env in s)),
-        )
-        for env, runs in MUJOCO.items()
-    },
+    "HalfCheetah-v5": (
+        (50_000, 100_000, 200_000, 300_000),
+        (
+            MUJOCO["HalfCheetah-v5"],
+            MUJOCO_300K,
+            HALFCHEETAH_V5_FORMER,
+            _set(
+                "HalfCheetah-v5",
+                "SB3, the former preset's hyperparameters",
+                ("learning_mujoco_sb3", "sb3-preset"),
+            ),
+            CROSSQ_MUJOCO["HalfCheetah-v5"],
+            CROSSQ_MUJOCO_512["HalfCheetah-v5"],
+        ),
+    ),
     "Hopper-v5": (
         (50_000, 100_000),
         (MUJOCO["Hopper-v5"], HOPPER_V5_FORMER, MUJOCO_LR["Hopper-v5"], CROSSQ_MUJOCO["Hopper-v5"]),
+    ),
+    "Walker2d-v5": (
+        (50_000, 100_000),
+        (
+            MUJOCO["Walker2d-v5"],
+            MUJOCO_LR["Walker2d-v5"],
+            CROSSQ_MUJOCO["Walker2d-v5"],
+            CROSSQ_MUJOCO_512["Walker2d-v5"],
+        ),
     ),
     "Ant-v5": (
         (50_000, 100_000),
@@ -314,21 +331,6 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             ),
             MUJOCO_LR["Ant-v5"],
             CROSSQ_MUJOCO["Ant-v5"],
-        ),
-    ),
-    "HalfCheetah-v5": (
-        (50_000, 100_000, 200_000, 300_000),
-        (
-            MUJOCO["HalfCheetah-v5"],
-            MUJOCO_300K,
-            HALFCHEETAH_V5_FORMER,
-            _set(
-                "HalfCheetah-v5",
-                "SB3, the former preset's hyperparameters",
-                ("learning_mujoco_sb3", "sb3-preset"),
-            ),
-            CROSSQ_MUJOCO["HalfCheetah-v5"],
-            CROSSQ_MUJOCO_512["HalfCheetah-v5"],
         ),
     ),
     "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
