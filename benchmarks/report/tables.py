@@ -313,6 +313,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Walker2d-v5"],
+            _set("Walker2d-v5", "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset")),
             MUJOCO_LR["Walker2d-v5"],
             CROSSQ_MUJOCO["Walker2d-v5"],
             CROSSQ_MUJOCO_512["Walker2d-v5"],
