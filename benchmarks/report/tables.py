@@ -129,6 +129,12 @@ HALFCHEETAH_V5_FORMER = _set(
     "ours, former preset (learning rates 3e-4)",
     ("learning_mujoco", "ours-preset"),
 )
+# SB3 2.9.2 on the same env with the preset's hyperparameters (Hopper-v5's preset has
+# separate learning rates, which SB3's one rate cannot follow).
+MUJOCO_SB3 = {
+    env: _set(env, "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset"))
+    for env in ("Walker2d-v5", "Ant-v5")
+}
 HOPPER_V5_FORMER = _set(
     "Hopper-v5",
     "ours, former preset (critic rate 3e-4, 10k warm-up)",
@@ -313,7 +319,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Walker2d-v5"],
-            _set("Walker2d-v5", "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset")),
+            MUJOCO_SB3["Walker2d-v5"],
             MUJOCO_LR["Walker2d-v5"],
             CROSSQ_MUJOCO["Walker2d-v5"],
             CROSSQ_MUJOCO_512["Walker2d-v5"],
@@ -323,7 +329,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Ant-v5"],
-            _set("Ant-v5", "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset")),
+            MUJOCO_SB3["Ant-v5"],
             _set(
                 "Ant-v5",
                 "ours, preset, v4's observation (no contact forces)",
