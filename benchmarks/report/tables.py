@@ -140,6 +140,13 @@ HOPPER_V5_FORMER = _set(
     "ours, former preset (critic rate 3e-4, 10k warm-up)",
     ("learning_mujoco", "ours-preset"),
 )
+# SB3 2.9.2 on Hopper-v5 with the former preset's hyperparameters (one rate, 3e-4).
+HOPPER_V5_SB3 = _set(
+    "Hopper-v5",
+    "SB3, the former preset's hyperparameters",
+    ("learning_mujoco_sb3", "sb3-preset"),
+    note='`--common_flags="--critic_learning_rate=3e-4 --initial_collect_steps=10000"`',
+)
 CROSSQ_MUJOCO = {
     env: _set(env, "ours, CrossQ", ("crossq_mujoco", "ours-crossq"))
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
@@ -313,7 +320,13 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
     ),
     "Hopper-v5": (
         (50_000, 100_000),
-        (MUJOCO["Hopper-v5"], HOPPER_V5_FORMER, MUJOCO_LR["Hopper-v5"], CROSSQ_MUJOCO["Hopper-v5"]),
+        (
+            MUJOCO["Hopper-v5"],
+            HOPPER_V5_FORMER,
+            HOPPER_V5_SB3,
+            MUJOCO_LR["Hopper-v5"],
+            CROSSQ_MUJOCO["Hopper-v5"],
+        ),
     ),
     "Walker2d-v5": (
         (50_000, 100_000),
