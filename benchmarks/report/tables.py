@@ -118,10 +118,14 @@ MUJOCO = {
         ("learning_mujoco_tuning", "ours-cleanrl"),
         note="the preset's values, run as the variant `cleanrl`",
     ),
-    **{
-        env: _set(env, "ours, preset", ("learning_mujoco", "ours-preset"))
-        for env in ("Walker2d-v5", "Ant-v5")
-    },
+    "Walker2d-v5": _set("Walker2d-v5", "ours, preset", ("learning_mujoco", "ours-preset")),
+    # Ant-v5's preset takes target entropy -4 since 2026-11-29.
+    "Ant-v5": _set(
+        "Ant-v5",
+        "ours, preset",
+        ("learning_mujoco_tuning", "ours-ent4"),
+        note="the preset's values, run as the variant `ent4`",
+    ),
 }
 MUJOCO_300K = _set("HalfCheetah-v5", "ours, preset", ("learning_mujoco_300k", "ours-preset"))
 HALFCHEETAH_V5_FORMER = _set(
@@ -129,16 +133,29 @@ HALFCHEETAH_V5_FORMER = _set(
     "ours, former preset (learning rates 3e-4)",
     ("learning_mujoco", "ours-preset"),
 )
-# SB3 2.9.2 on the same env with the preset's hyperparameters (Hopper-v5's preset has
-# separate learning rates, which SB3's one rate cannot follow).
+# SB3 2.9.2 on the same env with the preset's hyperparameters of the time (Ant-v5's had
+# target entropy -8; Hopper-v5's has separate learning rates, which SB3's one rate
+# cannot follow, so its SB3 run is HOPPER_V5_SB3 below).
 MUJOCO_SB3 = {
-    env: _set(env, "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset"))
-    for env in ("Walker2d-v5", "Ant-v5")
+    env: _set(env, label, ("learning_mujoco_sb3", "sb3-preset"))
+    for env, label in (
+        ("Walker2d-v5", "SB3, same hyperparameters"),
+        ("Ant-v5", "SB3, the former preset's hyperparameters (target entropy -8)"),
+    )
 }
 HOPPER_V5_FORMER = _set(
     "Hopper-v5",
     "ours, former preset (critic rate 3e-4, 10k warm-up)",
     ("learning_mujoco", "ours-preset"),
+)
+ANT_V5_FORMER = _set(
+    "Ant-v5", "ours, former preset (target entropy -8)", ("learning_mujoco", "ours-preset")
+)
+HOPPER_V5_CRITIC = _set(
+    "Hopper-v5",
+    "ours, former preset with the critic rate 1e-3 alone",
+    ("learning_mujoco_tuning", "ours-critic1em3"),
+    note="`--critic_learning_rate=1e-3`, 10k warm-up",
 )
 # SB3 2.9.2 on Hopper-v5 with the former preset's hyperparameters (one rate, 3e-4).
 HOPPER_V5_SB3 = _set(
@@ -167,8 +184,8 @@ MUJOCO_LR = {
         env,
         "ours, SAC, learning rates 1e-3",
         ("learning_mujoco_tuning", "ours-lr1em3"),
-        note="the preset with `--critic_learning_rate=1e-3 --actor_learning_rate=1e-3 "
-        "--alpha_learning_rate=1e-3`",
+        note="the first v5 preset (SB3's defaults, target entropy -dim(A)) with "
+        "`--critic_learning_rate=1e-3 --actor_learning_rate=1e-3 --alpha_learning_rate=1e-3`",
     )
     for env in ("Hopper-v5", "Walker2d-v5", "Ant-v5")
 }
@@ -323,6 +340,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (
             MUJOCO["Hopper-v5"],
             HOPPER_V5_FORMER,
+            HOPPER_V5_CRITIC,
             HOPPER_V5_SB3,
             MUJOCO_LR["Hopper-v5"],
             CROSSQ_MUJOCO["Hopper-v5"],
@@ -342,10 +360,11 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Ant-v5"],
+            ANT_V5_FORMER,
             MUJOCO_SB3["Ant-v5"],
             _set(
                 "Ant-v5",
-                "ours, preset, v4's observation (no contact forces)",
+                "ours, former preset, v4's observation (no contact forces)",
                 ("learning_mujoco_tuning", "ours-v4obs"),
                 note="`--env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
             ),
