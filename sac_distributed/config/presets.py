@@ -69,9 +69,9 @@ _MUJOCO_FAST_RATES = dict(
 _CLEANRL_CRITIC = dict(critic_learning_rate=1e-3, initial_collect_steps=5_000)
 # TF-Agents' target entropy -dim(A)/2 instead of SAC's -dim(A): Ant-v5's greedy return
 # at 100k env steps 593 [576, 910] over seeds 0-2, against 499 [379, 531] at -8, each
-# seed higher; still below SAC on v4's 747. -2 did not do better (445 and 579 on seeds
-# 0-1), nor did layer-normalized critics (545) or observation normalization (189) on
-# seed 0 (benchmarks/results/learning_mujoco_tuning/).
+# seed higher; over seeds 0-5 534 [358, 910], still below SAC on v4's 747. -2 did no
+# better (445 and 579 on seeds 0-1), nor did layer-normalized critics (545) or
+# observation normalization (189) on seed 0 (benchmarks/results/learning_mujoco_tuning/).
 _ANT_ENTROPY = dict(target_entropy=-4.0)
 
 PRESETS: Mapping[str, Hyperparams] = {
