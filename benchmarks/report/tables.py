@@ -111,12 +111,13 @@ MUJOCO = {
         ("learning_mujoco_tuning", "ours-lr1em3"),
         note="the preset's values, run as the variant `lr1em3`",
     ),
-    # Hopper-v5's preset takes CleanRL's critic rate and warm-up since 2026-11-29.
+    # Hopper-v5's preset takes CleanRL's critic rate and warm-up and target entropy -1.5
+    # since 2026-11-29.
     "Hopper-v5": _set(
         "Hopper-v5",
         "ours, preset",
-        ("learning_mujoco_tuning", "ours-cleanrl"),
-        note="the preset's values, run as the variant `cleanrl`",
+        ("learning_mujoco_tuning", "ours-cleanrl_ent"),
+        note="the preset's values, run as the variant `cleanrl_ent`",
     ),
     "Walker2d-v5": _set("Walker2d-v5", "ours, preset", ("learning_mujoco", "ours-preset")),
     # Ant-v5's preset takes target entropy -4 since 2026-11-29.
@@ -145,22 +146,28 @@ MUJOCO_SB3 = {
 }
 HOPPER_V5_FORMER = _set(
     "Hopper-v5",
-    "ours, former preset (critic rate 3e-4, 10k warm-up)",
+    "ours, first preset (critic rate 3e-4, 10k warm-up, target entropy -3)",
     ("learning_mujoco", "ours-preset"),
+)
+HOPPER_V5_CLEANRL = _set(
+    "Hopper-v5",
+    "ours, former preset (critic rate 1e-3, 5k warm-up, target entropy -3)",
+    ("learning_mujoco_tuning", "ours-cleanrl"),
+    note="`--critic_learning_rate=1e-3 --initial_collect_steps=5000`",
 )
 ANT_V5_FORMER = _set(
     "Ant-v5", "ours, former preset (target entropy -8)", ("learning_mujoco", "ours-preset")
 )
 HOPPER_V5_CRITIC = _set(
     "Hopper-v5",
-    "ours, former preset with the critic rate 1e-3 alone",
+    "ours, first preset with the critic rate 1e-3 alone",
     ("learning_mujoco_tuning", "ours-critic1em3"),
     note="`--critic_learning_rate=1e-3`, 10k warm-up",
 )
-# SB3 2.9.2 on Hopper-v5 with the former preset's hyperparameters (one rate, 3e-4).
+# SB3 2.9.2 on Hopper-v5 with the first preset's hyperparameters (one rate, 3e-4).
 HOPPER_V5_SB3 = _set(
     "Hopper-v5",
-    "SB3, the former preset's hyperparameters",
+    "SB3, the first preset's hyperparameters",
     ("learning_mujoco_sb3", "sb3-preset"),
     note='`--common_flags="--critic_learning_rate=3e-4 --initial_collect_steps=10000"`',
 )
@@ -339,6 +346,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Hopper-v5"],
+            HOPPER_V5_CLEANRL,
             HOPPER_V5_FORMER,
             HOPPER_V5_CRITIC,
             HOPPER_V5_SB3,
