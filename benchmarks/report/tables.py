@@ -139,11 +139,8 @@ HALFCHEETAH_V5_FORMER = _set(
 # separate learning rates, which SB3's one rate cannot follow, so its SB3 run is
 # HOPPER_V5_SB3 below).
 MUJOCO_SB3 = {
-    env: _set(env, label, ("learning_mujoco_sb3", "sb3-preset"))
-    for env, label in (
-        ("Walker2d-v5", "SB3, same hyperparameters"),
-        ("Ant-v5", "SB3, same hyperparameters"),
-    )
+    env: _set(env, "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset"))
+    for env in ("Walker2d-v5", "Ant-v5")
 }
 HOPPER_V5_FORMER = _set(
     "Hopper-v5",
