@@ -33,6 +33,7 @@ CHECKPOINT_BOUND_HPARAMS = (
     "normalize_observations",
     "critic_layer_norm",
     "algorithm",
+    "crossq_ablations",
 )
 
 

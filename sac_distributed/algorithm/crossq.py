@@ -2,7 +2,7 @@
 
 Bhatt, Palenicek et al., "CrossQ: Batch Normalization in Deep Reinforcement
 Learning for Greater Sample Efficiency and Simplicity" (ICLR 2024). Against
-SAC it changes four things, all here:
+SAC it changes four things, here and in crossq_networks.py (the layers):
 
   * the actor and both critics batch-renormalize their input and every hidden
     layer (Dense, ReLU, BatchRenorm), which keeps Q's features on one scale;
@@ -20,224 +20,31 @@ At inference (the policies the actors, the evaluator and the SavedModels run)
 every BatchRenorm layer uses its running statistics, which makes the actor a
 plain MLP: `fold_actor_weights` writes it as the (kernel, bias) pairs the NumPy
 policy and the variable container already take. Nothing here knows of Reverb.
+
+For ablation studies `Hyperparams.crossq_ablations` turns pieces back to
+SAC's one at a time (crossq_networks.settings_for): two critic passes, target
+critics, no batch renormalization, Adam's beta1 0.9, no policy delay.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
-from tf_agents.agents.sac import sac_agent
-from tf_agents.networks import network
-from tf_agents.networks import utils as network_utils
-from tf_agents.utils import nest_utils
 
-from sac_distributed.algorithm import squash
 from sac_distributed.algorithm.agent import EnvSpecs, td_errors_loss_fn, torch_default_init
+from sac_distributed.algorithm.crossq_networks import (  # noqa: F401  (re-exported)
+    DEFAULT_SETTINGS,
+    BatchRenorm,
+    BatchRenormActorNetwork,
+    BatchRenormCriticNetwork,
+    CrossQSettings,
+    copy_of,
+    fold_actor_weights,
+    make_actor_network,
+    settings_for,
+)
 from sac_distributed.config import Hyperparams
-
-
-@dataclasses.dataclass(frozen=True)
-class CrossQSettings:
-    """CrossQ's own constants, as its authors (and sbx) train it."""
-
-    adam_beta1: float = 0.5  # Adam's first-moment decay for actor and critics
-    policy_delay: int = 3  # critic steps per actor and temperature step
-    renorm_momentum: float = 0.99  # running statistics: m = 0.99 m + 0.01 batch
-    renorm_epsilon: float = 1e-3  # added to variances
-    # Train-mode calls of a layer during which it is plain batch norm (r = 1,
-    # d = 0): the running statistics must settle before they correct batches.
-    renorm_warmup_steps: int = 100_000
-    r_max: float = 3.0  # batch std / running std is clipped to [1/r_max, r_max]
-    d_max: float = 5.0  # (batch mean - running mean) / running std to +-d_max
-
-
-DEFAULT_SETTINGS = CrossQSettings()
-
-
-class BatchRenorm(tf.keras.layers.Layer):
-    """Batch renormalization (Ioffe 2017) over the batch axis of [B, features].
-
-    Training mode normalizes with the batch's own mean and std, corrected
-    towards the running statistics by r = std_B / std_run and d = (mean_B -
-    mean_run) / std_run (both clipped and without gradient), after a warm-up
-    of plain batch norm; then it moves the running statistics towards the
-    batch's. Inference mode uses the running statistics alone: an affine map.
-    """
-
-    def __init__(self, settings: CrossQSettings = DEFAULT_SETTINGS, **kwargs):
-        super().__init__(**kwargs)
-        self._settings = settings
-
-    def build(self, input_shape) -> None:
-        dim = int(input_shape[-1])
-        self.scale = self.add_weight("scale", [dim], initializer="ones")
-        self.offset = self.add_weight("offset", [dim], initializer="zeros")
-        self.moving_mean = self.add_weight(
-            "moving_mean", [dim], initializer="zeros", trainable=False
-        )
-        self.moving_variance = self.add_weight(
-            "moving_variance", [dim], initializer="ones", trainable=False
-        )
-        self.steps = self.add_weight("steps", [], tf.int64, initializer="zeros", trainable=False)
-        super().build(input_shape)
-
-    def inference_affine(self) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(a, b) with inference output x * a + b."""
-        a = self.scale * tf.math.rsqrt(self.moving_variance + self._settings.renorm_epsilon)
-        return a, self.offset - self.moving_mean * a
-
-    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
-        if not training:
-            a, b = self.inference_affine()
-            return x * a + b
-        s = self._settings
-        mean, variance = tf.nn.moments(x, axes=[0])
-        std = tf.sqrt(variance + s.renorm_epsilon)
-        moving_std = tf.sqrt(self.moving_variance + s.renorm_epsilon)
-        warmed_up = tf.cast(self.steps >= s.renorm_warmup_steps, x.dtype)
-        r = tf.stop_gradient(tf.clip_by_value(std / moving_std, 1.0 / s.r_max, s.r_max))
-        d = tf.stop_gradient(
-            tf.clip_by_value((mean - self.moving_mean) / moving_std, -s.d_max, s.d_max)
-        )
-        r = warmed_up * r + (1.0 - warmed_up)
-        d = warmed_up * d
-        # ((x - mean) / std * r + d) * scale + offset, as x * a + b: the per-feature
-        # vectors carry the arithmetic, so the [B, features] tensor sees two ops
-        # (on 2 cores elementwise passes over it cost more than a 256-wide matmul).
-        a = self.scale * r / std
-        b = self.offset + self.scale * (d - mean * r / std)
-        # After r and d have read the old statistics (tf.function keeps program order).
-        keep = s.renorm_momentum
-        self.moving_mean.assign(keep * self.moving_mean + (1 - keep) * tf.stop_gradient(mean))
-        self.moving_variance.assign(
-            keep * self.moving_variance + (1 - keep) * tf.stop_gradient(variance)
-        )
-        self.steps.assign_add(1)
-        return x * a + b
-
-
-def _hidden_layers(sizes: Sequence[int], settings: CrossQSettings) -> List[tuple]:
-    return [
-        (
-            tf.keras.layers.Dense(units, activation="relu", kernel_initializer="glorot_uniform"),
-            BatchRenorm(settings),
-        )
-        for units in sizes
-    ]
-
-
-class BatchRenormActorNetwork(network.DistributionNetwork):
-    """The policy: BatchRenorm on the observation, then (Dense, ReLU, BatchRenorm)
-    per hidden layer, then TF-Agents' tanh-squashed Gaussian head."""
-
-    def __init__(
-        self,
-        specs: EnvSpecs,
-        fc_layer_params: Sequence[int],
-        projection_ctor,
-        settings: CrossQSettings = DEFAULT_SETTINGS,
-        name: str = "ActorNetwork",
-    ):
-        projection = projection_ctor(specs.action)
-        super().__init__(
-            input_tensor_spec=specs.observation,
-            state_spec=(),
-            output_spec=projection.output_spec,
-            name=name,
-        )
-        self._observation_size = int(specs.observation.shape.num_elements())
-        self.input_norm = BatchRenorm(settings, name="input_norm")
-        self.hidden = _hidden_layers(fc_layer_params, settings)
-        self.projection = projection
-
-    def call(self, observations, step_type=(), network_state=(), training=False, mask=None):
-        outer_rank = nest_utils.get_outer_rank(observations, self.input_tensor_spec)
-        batch_squash = network_utils.BatchSquash(outer_rank)
-        x = tf.reshape(batch_squash.flatten(observations), [-1, self._observation_size])
-        x = self.input_norm(tf.cast(x, tf.float32), training=training)
-        for dense, norm in self.hidden:
-            x = norm(dense(x), training=training)
-        distribution, _ = self.projection(
-            batch_squash.unflatten(x), outer_rank, training=training, mask=mask
-        )
-        return distribution, network_state
-
-    def projection_dense(self) -> tf.keras.layers.Dense:
-        """The head's one Dense layer (mean and pre-transform std of every action)."""
-        return self.projection._projection_layer  # noqa: SLF001  (TF-Agents names it so)
-
-
-class BatchRenormCriticNetwork(network.Network):
-    """Q(s, a): BatchRenorm on the concatenated observation and action, then
-    (Dense, ReLU, BatchRenorm) per hidden layer, then a linear output."""
-
-    def __init__(
-        self,
-        specs: EnvSpecs,
-        joint_fc_layer_params: Sequence[int],
-        settings: CrossQSettings = DEFAULT_SETTINGS,
-        name: str = "CriticNetwork",
-    ):
-        super().__init__(
-            input_tensor_spec=(specs.observation, specs.action), state_spec=(), name=name
-        )
-        self._sizes = (
-            int(specs.observation.shape.num_elements()),
-            int(specs.action.shape.num_elements()),
-        )
-        self.input_norm = BatchRenorm(settings, name="input_norm")
-        self.hidden = _hidden_layers(joint_fc_layer_params, settings)
-        self.value = tf.keras.layers.Dense(1, kernel_initializer="glorot_uniform")
-
-    def call(self, inputs, step_type=(), network_state=(), training=False):
-        observations, actions = inputs
-        joint = tf.concat(
-            [
-                tf.reshape(tf.cast(observations, tf.float32), [-1, self._sizes[0]]),
-                tf.reshape(tf.cast(actions, tf.float32), [-1, self._sizes[1]]),
-            ],
-            axis=1,
-        )
-        joint = self.input_norm(joint, training=training)
-        for dense, norm in self.hidden:
-            joint = norm(dense(joint), training=training)
-        return tf.reshape(self.value(joint), [-1]), network_state
-
-
-def make_actor_network(
-    specs: EnvSpecs, hparams: Hyperparams, settings: CrossQSettings = DEFAULT_SETTINGS
-) -> BatchRenormActorNetwork:
-    """CrossQ's actor with the same head (log-std clip, squash epsilon) as SAC's."""
-    std_transform = sac_agent.std_clip_transform if hparams.clip_policy_log_std else tf.exp
-    projection = squash.projection_network(hparams.squash_log_prob_epsilon, std_transform)
-    return BatchRenormActorNetwork(specs, hparams.actor_fc_layer_params, projection, settings)
-
-
-def fold_actor_weights(actor: BatchRenormActorNetwork) -> List[np.ndarray]:
-    """The actor in inference mode as plain (kernel, bias) pairs, hidden layers first.
-
-    Each BatchRenorm at inference is x * a + b; it sits right before a Dense
-    layer (the input's before the first, each hidden one's before the next or
-    the head), so W (x * a + b) + c = (a[:, None] * W) x + (b W + c). The pairs
-    compute what the network computes with training=False, in the layout of
-    SAC's actor (the NumPy policy's and the variable container's), in float64
-    and then rounded to float32 once.
-    """
-    dense_layers = [dense for dense, _ in actor.hidden] + [actor.projection_dense()]
-    norms = [actor.input_norm] + [norm for _, norm in actor.hidden]
-    weights: List[np.ndarray] = []
-    for norm, dense in zip(norms, dense_layers):
-        a, b = (t.numpy().astype(np.float64) for t in norm.inference_affine())
-        kernel = dense.kernel.numpy().astype(np.float64)
-        bias = dense.bias.numpy().astype(np.float64)
-        weights += [
-            (a[:, None] * kernel).astype(np.float32),
-            (b @ kernel + bias).astype(np.float32),
-        ]
-    return weights
 
 
 class Losses(NamedTuple):
@@ -260,9 +67,10 @@ class CrossQAgent(tf.Module):
         specs: EnvSpecs,
         hparams: Hyperparams,
         train_step: tf.Variable,
-        settings: CrossQSettings = DEFAULT_SETTINGS,
+        settings: Optional[CrossQSettings] = None,
     ):
         super().__init__(name="CrossQAgent")
+        settings = settings_for(hparams) if settings is None else settings
         self.settings = settings
         self.train_step = train_step
         self.actor = make_actor_network(specs, hparams, settings)
@@ -277,6 +85,13 @@ class CrossQAgent(tf.Module):
         if hparams.network_init == "torch":
             for net in (self.actor, self.critic_1, self.critic_2):
                 torch_default_init(net)
+        if settings.target_critics:  # an ablation: SAC's target critics, CrossQ's networks
+            self.target_critics = [
+                copy_of(critic, specs, hparams, settings)
+                for critic in (self.critic_1, self.critic_2)
+            ]
+        self._target_tau = hparams.target_update_tau
+        self._target_period = hparams.target_update_period
         self.log_alpha = tf.Variable(0.0, name="log_alpha")  # alpha starts at 1, as SacAgent's
         action_dims = int(specs.action.shape.num_elements())
         # TF-Agents' default, -dim(A)/2, unless the hyperparameters name one (as SAC's).
@@ -317,12 +132,10 @@ class CrossQAgent(tf.Module):
         """
         time_steps, policy_steps, next_time_steps = experience
         next_actions, next_log_pi = self.sample(next_time_steps.observation, training=False)
-        joint = (
-            tf.concat([time_steps.observation, next_time_steps.observation], axis=0),
-            tf.concat([tf.cast(policy_steps.action, tf.float32), next_actions], axis=0),
+        current = (time_steps.observation, tf.cast(policy_steps.action, tf.float32))
+        (q1, q2), (next_q1, next_q2) = self._critic_values(
+            current, (next_time_steps.observation, next_actions)
         )
-        q1, next_q1 = tf.split(self.critic_1(joint, training=True)[0], 2)
-        q2, next_q2 = tf.split(self.critic_2(joint, training=True)[0], 2)
         soft_value = tf.minimum(next_q1, next_q2) - tf.exp(self.log_alpha) * next_log_pi
         targets = tf.stop_gradient(
             self.reward_scale * next_time_steps.reward
@@ -330,6 +143,38 @@ class CrossQAgent(tf.Module):
         )
         per_row = self._td_loss(targets, q1) + self._td_loss(targets, q2)
         return 0.5 * tf.reduce_mean(per_row)
+
+    def _critic_values(self, current, following):
+        """Both critics' Q on (s, a) in training mode, and the Q the bootstrap reads
+        on (s', a'): from the same joint pass (CrossQ), from a second training-mode
+        pass that leaves the running statistics alone (ablation separate_passes),
+        or from the target critics in inference mode (ablation target_critics)."""
+        critics = (self.critic_1, self.critic_2)
+        if self.settings.target_critics:
+            q = [critic(current, training=True)[0] for critic in critics]
+            following_q = [target(following, training=False)[0] for target in self.target_critics]
+            return q, following_q
+        if not self.settings.joint_pass:
+            q = [critic(current, training=True)[0] for critic in critics]
+            following_q = [
+                critic(following, training=True, update_statistics=False)[0] for critic in critics
+            ]
+            return q, following_q
+        joint = tuple(tf.concat([x, y], axis=0) for x, y in zip(current, following))
+        halves = [tf.split(critic(joint, training=True)[0], 2) for critic in critics]
+        return [h[0] for h in halves], [h[1] for h in halves]
+
+    def _update_target_critics(self) -> None:
+        """target = (1 - tau) target + tau critic, every variable (running statistics
+        too), on every target_update_period-th train step."""
+        due = tf.cast(tf.equal(self.train_step % self._target_period, 0), tf.float32)
+        tau = due * self._target_tau
+        for target, critic in zip(self.target_critics, (self.critic_1, self.critic_2)):
+            for t, c in zip(target.variables, critic.variables):
+                if t.dtype.is_floating:
+                    t.assign((1.0 - tau) * t + tau * c)
+                else:
+                    t.assign(c)
 
     def actor_loss(self, observations) -> Tuple[tf.Tensor, tf.Tensor]:
         """SAC's actor loss with the critics in inference mode; also log pi."""
@@ -348,6 +193,8 @@ class CrossQAgent(tf.Module):
             critic_loss = self.critic_loss(experience)
         tf.debugging.check_numerics(critic_loss, "Critic loss is inf or nan.")
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, variables), variables))
+        if self.settings.target_critics:
+            self._update_target_critics()
         due = tf.equal(self.train_step % self.settings.policy_delay, 0)
         observations = experience.time_step.observation
         actor_loss, alpha_loss = tf.cond(

@@ -60,7 +60,7 @@ class CrossQLearner(LearnerBase):
         root_dir: str,
         seed: Optional[int] = None,
         max_checkpoints_to_keep: int = DEFAULT_CHECKPOINTS_TO_KEEP,
-        settings: crossq.CrossQSettings = crossq.DEFAULT_SETTINGS,
+        settings: Optional[crossq.CrossQSettings] = None,
     ):
         if hparams.algorithm != "crossq":
             raise ValueError(f"CrossQLearner runs algorithm=crossq, got {hparams.algorithm!r}.")

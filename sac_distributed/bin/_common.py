@@ -177,6 +177,13 @@ flags.DEFINE_enum(
     "The learner's update: sac (TF-Agents' SacAgent) or crossq (batch-renormalized "
     "networks, no target critics, learning rates 1e-3 unless given; see README).",
 )
+flags.DEFINE_list(
+    "crossq_ablations",
+    None,
+    "For ablation studies: CrossQ's pieces to turn back to SAC's, comma-separated, from "
+    + ", ".join(config_lib.CROSSQ_ABLATIONS)
+    + " (needs --algorithm=crossq).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

@@ -21,6 +21,7 @@ from sac_distributed.config.checks import (
 from sac_distributed.config.hyperparams import (
     ALGORITHMS,
     CRITIC_LOSSES,
+    CROSSQ_ABLATIONS,
     DEFAULT_ENV_NAME,
     LEARNING_RATE_SCHEDULES,
     MAX_N_STEP,
@@ -53,6 +54,7 @@ from sac_distributed.errors import ConfigError  # raised by every check; importa
 __all__ = [
     "ConfigError",
     "ALGORITHMS",
+    "CROSSQ_ABLATIONS",
     "CRITIC_LOSSES",
     "CROSSQ_LEARNING_RATE",
     "DEFAULT_ENV_NAME",

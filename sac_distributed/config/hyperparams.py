@@ -39,6 +39,15 @@ CROSSQ_UNSUPPORTED = {
         "would decay the actor's rate a third as far"
     ),
 }
+# CrossQ's pieces, each of which `crossq_ablations` can turn back to what SAC
+# does, to measure what that piece buys (algorithm/crossq.py reads them).
+CROSSQ_ABLATIONS = {
+    "separate_passes": "(s, a) and (s', a') through each critic in two passes, not one",
+    "target_critics": "bootstrap from Polyak-averaged target critics (target_update_tau)",
+    "no_batch_renorm": "plain Dense and ReLU layers in the actor and critics",
+    "adam_beta1_0.9": "Adam's default beta1 0.9 instead of CrossQ's 0.5",
+    "no_policy_delay": "the actor and temperature step with every critic step",
+}
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -136,6 +145,9 @@ class Hyperparams:
     # the actor updated every third step; algorithm/crossq.py). Replay, actors
     # and the evaluator are the same for both.
     algorithm: str = "sac"
+    # For ablation studies of CrossQ only: names from CROSSQ_ABLATIONS, each
+    # turning one of its pieces back to SAC's. Empty: CrossQ as published.
+    crossq_ablations: Tuple[str, ...] = ()
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -147,6 +159,7 @@ class Hyperparams:
         object.__setattr__(
             self, "critic_joint_fc_layer_params", tuple(self.critic_joint_fc_layer_params)
         )
+        object.__setattr__(self, "crossq_ablations", tuple(self.crossq_ablations))
         # The checks run in this order; the first that fails names its value.
         _check_counts(self)
         _check_optimization(self)
@@ -333,6 +346,7 @@ def _check_algorithm(hparams: Hyperparams) -> None:
         hparams.algorithm in ALGORITHMS,
         f"algorithm must be one of {', '.join(ALGORITHMS)}, got {hparams.algorithm!r}.",
     )
+    _check_crossq_ablations(hparams)
     if hparams.algorithm != "crossq":
         return
     for name, why in CROSSQ_UNSUPPORTED.items():
@@ -344,4 +358,26 @@ def _check_algorithm(hparams: Hyperparams) -> None:
     _require(
         hparams.batch_size >= 2,
         f"--algorithm=crossq needs batch_size >= 2 (batch statistics), got {hparams.batch_size}.",
+    )
+
+
+def _check_crossq_ablations(hparams: Hyperparams) -> None:
+    """Ablations only of CrossQ, each a known piece named once."""
+    names = hparams.crossq_ablations
+    if not names:
+        return
+    _require(
+        hparams.algorithm == "crossq",
+        f"crossq_ablations={','.join(names)} ablates CrossQ's pieces, but algorithm is "
+        f"{hparams.algorithm!r}: add --algorithm=crossq, or drop --crossq_ablations.",
+    )
+    unknown = [name for name in names if name not in CROSSQ_ABLATIONS]
+    _require(
+        not unknown,
+        f"crossq_ablations has unknown {', '.join(map(repr, unknown))}; "
+        f"each must be one of {', '.join(CROSSQ_ABLATIONS)}.",
+    )
+    _require(
+        len(set(names)) == len(names),
+        f"crossq_ablations names a piece twice: {','.join(names)}.",
     )

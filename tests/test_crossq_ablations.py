@@ -1,0 +1,162 @@
+"""CrossQ's ablations (`--crossq_ablations`): each piece turned back to SAC's, alone.
+
+In one process on Pendulum-v1's specs with constant batches, as tests/test_crossq.py;
+the learning runs that use them are in docs/tuning.md.
+"""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_crossq import batches, crossq_hparams, make_batch, new_learner
+
+from sac_distributed import config as config_lib
+from sac_distributed import paths, run_info
+from sac_distributed.algorithm import crossq
+from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.errors import ConfigError
+
+
+def test_ablations_are_refused_for_sac_and_unknown_or_repeated_names():
+    with pytest.raises(ConfigError, match="add --algorithm=crossq"):
+        config_lib.hyperparams_for("Pendulum-v1", {"crossq_ablations": ("separate_passes",)})
+    with pytest.raises(ConfigError, match="unknown 'joint'.*separate_passes"):
+        crossq_hparams(crossq_ablations=("joint",))
+    with pytest.raises(ConfigError, match="twice"):
+        crossq_hparams(crossq_ablations=("target_critics", "target_critics"))
+
+
+def test_each_ablation_sets_only_its_own_piece():
+    default = crossq.settings_for(crossq_hparams())
+    assert default == crossq.DEFAULT_SETTINGS
+    changed = {
+        "separate_passes": {"joint_pass": False},
+        "target_critics": {"target_critics": True},
+        "no_batch_renorm": {"batch_renorm": False},
+        "adam_beta1_0.9": {"adam_beta1": 0.9},
+        "no_policy_delay": {"policy_delay": 1},
+    }
+    assert set(changed) == set(config_lib.CROSSQ_ABLATIONS)
+    for name, fields in changed.items():
+        settings = crossq.settings_for(crossq_hparams(crossq_ablations=(name,)))
+        differing = {
+            f: getattr(settings, f)
+            for f in settings.__dataclass_fields__
+            if getattr(settings, f) != getattr(default, f)
+        }
+        assert differing == fields, name
+
+
+def test_a_run_with_other_ablations_is_refused(tmp_path):
+    """The ablated networks hold other variables (target critics, no statistics):
+    run_info.json binds a root_dir to its ablations, as to its algorithm."""
+    root = str(tmp_path)
+    ablated = crossq_hparams(crossq_ablations=("target_critics",))
+    os.makedirs(paths.checkpoint_dir(root))
+    open(
+        os.path.join(paths.checkpoint_dir(root), f"{paths.CHECKPOINT_PREFIX}-10.index"), "w"
+    ).close()
+    recorded = {"env_name": "Pendulum-v1", "hparams": dataclasses.asdict(ablated)}
+    with open(paths.run_info_path(root), "w") as f:
+        json.dump(recorded, f)
+    with pytest.raises(ConfigError, match="crossq_ablations=target_critics, you asked"):
+        run_info.check_same_run(root, "Pendulum-v1", crossq_hparams())
+    run_info.check_same_run(root, "Pendulum-v1", ablated)
+
+
+def test_separate_passes_move_the_statistics_by_the_first_pass_alone(env_specs, root_dir):
+    """The (s', a') pass normalizes with its own batch statistics and leaves the
+    running ones to (s, a), so the warm-up still counts one call per update."""
+    learner = new_learner(env_specs, root_dir, crossq_ablations=("separate_passes",))
+    batch = make_batch(env_specs)
+    learner.step(batches(env_specs), 1)
+    obs_size = int(env_specs.observation.shape.num_elements())
+    expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * batch.time_step.observation.numpy()
+    for critic in (learner.agent.critic_1, learner.agent.critic_2):
+        assert critic.input_norm.steps.numpy() == 1
+        np.testing.assert_allclose(
+            critic.input_norm.moving_mean.numpy()[:obs_size], expected.mean(0), rtol=1e-4, atol=1e-7
+        )
+
+
+def test_separate_passes_bootstrap_on_other_statistics_than_the_joint_pass(env_specs, tmp_path):
+    """Same seed, same batch: the two-pass critic loss differs from the one-pass one."""
+    losses = []
+    for i, ablations in enumerate(((), ("separate_passes",))):
+        root = tmp_path / str(i)
+        root.mkdir()
+        learner = new_learner(env_specs, str(root), crossq_ablations=ablations)
+        losses.append(float(learner.agent.critic_loss(make_batch(env_specs))))
+    assert np.isfinite(losses).all()
+    assert abs(losses[0] - losses[1]) > 1e-6
+
+
+def test_target_critics_start_as_copies_and_follow_by_tau(env_specs, root_dir):
+    learner = new_learner(
+        env_specs, root_dir, crossq_ablations=("target_critics",), target_update_tau=0.1
+    )
+    agent = learner.agent
+    pairs = list(zip(agent.target_critics, (agent.critic_1, agent.critic_2)))
+    for target, critic in pairs:
+        for t, c in zip(target.variables, critic.variables):
+            np.testing.assert_array_equal(t.numpy(), c.numpy())
+    before = [[t.numpy().copy() for t in target.variables] for target, _ in pairs]
+    learner.step(batches(env_specs), 1)
+    for (target, critic), old in zip(pairs, before):
+        dense = [i for i, v in enumerate(critic.variables) if "kernel" in v.name][0]
+        t_new, c_new, t_old = target.variables[dense], critic.variables[dense], old[dense]
+        np.testing.assert_allclose(t_new.numpy(), 0.9 * t_old + 0.1 * c_new.numpy(), rtol=1e-5)
+        assert not np.array_equal(t_new.numpy(), c_new.numpy())
+        # The bootstrap reads the targets in inference mode: their warm-up count is the copy's.
+        assert target.input_norm.steps.numpy() == critic.input_norm.steps.numpy()
+
+
+def test_without_batch_renorm_the_networks_are_plain_and_fold_to_themselves(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir, crossq_ablations=("no_batch_renorm",))
+    actor = learner.agent.actor
+    assert not [v for v in actor.variables if "moving" in v.name or "scale" in v.name]
+    learner.step(batches(env_specs), 3)
+    weights = learner.policy_weights()
+    kernels = [v for v in actor.variables if "kernel" in v.name]
+    for folded, kernel in zip(weights[::2], kernels):
+        np.testing.assert_array_equal(folded, kernel.numpy())
+    observations = make_batch(env_specs).time_step.observation
+    act = env_specs.action
+    policy = NumpyActorPolicy(act.minimum, act.maximum, act.shape, weights)
+    distribution, _ = actor(observations, training=False)
+    np.testing.assert_allclose(
+        policy.action(observations.numpy(), greedy=True), distribution.mode().numpy(), atol=1e-5
+    )
+
+
+def test_without_the_policy_delay_the_actor_steps_every_update(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir, crossq_ablations=("no_policy_delay",))
+    data = batches(env_specs)
+    for _ in range(3):
+        before = [v.numpy().copy() for v in learner.agent.actor.trainable_variables]
+        learner.step(data, 1)
+        after = learner.agent.actor.trainable_variables
+        assert any(not np.array_equal(a, b.numpy()) for a, b in zip(before, after))
+    assert learner.agent.actor.input_norm.steps.numpy() == 3
+
+
+def test_adam_beta1_ablation_reaches_the_optimizers(env_specs, root_dir):
+    learner = new_learner(env_specs, root_dir, crossq_ablations=("adam_beta1_0.9",))
+    for optimizer in (learner.agent.critic_optimizer, learner.agent.actor_optimizer):
+        assert float(tf.keras.backend.get_value(optimizer.beta_1)) == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("ablation", sorted(config_lib.CROSSQ_ABLATIONS))
+def test_every_ablation_trains_checkpoints_and_resumes(env_specs, root_dir, ablation):
+    learner = new_learner(env_specs, root_dir, crossq_ablations=(ablation,))
+    losses = learner.step(batches(env_specs), 4)
+    assert np.isfinite(float(losses.critic))
+    assert learner.save_checkpoint()
+    saved = [v.numpy().copy() for v in learner.agent.variables]
+    resumed = new_learner(env_specs, root_dir, seed=7, crossq_ablations=(ablation,))
+    assert resumed.train_step_numpy == 4
+    for a, b in zip(saved, resumed.agent.variables):
+        np.testing.assert_array_equal(a, b.numpy())
