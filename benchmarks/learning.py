@@ -113,8 +113,10 @@ def flags_to_overrides(flags: Sequence[str]) -> Dict[str, object]:
         default = getattr(defaults, name)
         if isinstance(default, bool):
             overrides[name] = value.lower() in ("", "1", "true")
-        elif isinstance(default, tuple):
-            overrides[name] = tuple(int(v) for v in value.split(","))
+        elif isinstance(default, tuple):  # layer sizes, or names (crossq_ablations)
+            items = [v for v in value.split(",") if v]
+            is_sizes = "int" in str(fields[name].type)
+            overrides[name] = tuple(int(v) for v in items) if is_sizes else tuple(items)
         elif isinstance(default, int):
             overrides[name] = int(value)
         elif isinstance(default, str):

@@ -457,3 +457,17 @@ def test_a_run_stopped_from_outside_short_of_its_budget_is_not_done(tmp_path):
     assert learning.run_status(0, str(results), 95_000, budget) == "done"
     assert learning.run_status(0, str(results), 46_544, budget) == "short"
     assert learning.run_status(1, str(results), 101_600, budget) == "failed"
+
+
+def test_a_variant_names_crossq_ablations_and_layer_sizes_in_one_list_syntax():
+    """Both list-valued hyperparameters take comma lists: sizes as ints, ablations as names."""
+    hp = learning.resolved_hparams(
+        "Pendulum-v1",
+        [
+            "--algorithm=crossq",
+            "--crossq_ablations=separate_passes,no_policy_delay",
+            "--critic_joint_fc_layer_params=32,16",
+        ],
+    )
+    assert hp.crossq_ablations == ("separate_passes", "no_policy_delay")
+    assert hp.critic_joint_fc_layer_params == (32, 16)
