@@ -296,11 +296,35 @@ def _actor_on(root: str, node_id: str):
 def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster, launch, tmp_path):
     """One run, two faults (one run costs ~3 min on a busy 2-core machine): the
     process of the head's actor is killed, then the worker node with the other
-    actor is removed. Both actors come back on the head; the learner finishes."""
+    actor is removed. Both actors come back on the head; the learner finishes.
+
+    The learner is held (SIGSTOP) from its start until both faults are over:
+    otherwise a tiny run can finish on the head's actor alone before Ray has
+    moved the lost node's actor, and the move would go unchecked. It is held
+    before its first training call, so its watchdog sees no stalled call."""
     ray_cluster, worker = cluster
     head = ray_cluster.head_node.node_id
     root = str(tmp_path / "run")
     proc = launch(root, ray_cluster.address)
+    learner_pid = _wait_for(lambda: _starts(root, "learner"), "learner to start", proc)[0][0]
+    os.kill(learner_pid, signal.SIGSTOP)
+    try:
+        on_head, moved = _inject_faults(ray_cluster, worker, root, proc)
+    finally:
+        os.kill(learner_pid, signal.SIGCONT)
+    assert moved[0][1] == head
+
+    out = _finish(proc)
+    _assert_finished_with_loadable_policy(root, out, proc)
+    assert "Reverb on 127.0.0.1:" in out, out[-4000:]  # the head's loopback address
+    assert f"{on_head} died (exit code -9); Ray restarts it" in out
+    _wait_no_job_left(root)
+
+
+def _inject_faults(ray_cluster, worker, root: str, proc: subprocess.Popen):
+    """Kills the head's actor's process, then removes the worker node; returns the
+    head's actor and the starts of the worker's actor after its first (the moves)."""
+    head = ray_cluster.head_node.node_id
     starts = {
         job: _wait_for(lambda job=job: _starts(root, job), f"{job} to start", proc)
         for job in ("server", "learner", "actor_0", "actor_1", "evaluator")
@@ -317,14 +341,7 @@ def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster,
     # The worker node dies: its actor comes back on the head node.
     _wait_for(lambda: _collecting(root, on_worker), f"{on_worker} to collect", proc)
     ray_cluster.remove_node(worker)
-    moved = _wait_for(lambda: _starts(root, on_worker)[1:], f"{on_worker} elsewhere", proc)
-    assert moved[0][1] == head
-
-    out = _finish(proc)
-    _assert_finished_with_loadable_policy(root, out, proc)
-    assert "Reverb on 127.0.0.1:" in out, out[-4000:]  # the head's loopback address
-    assert f"{on_head} died (exit code -9); Ray restarts it" in out
-    _wait_no_job_left(root)
+    return on_head, _wait_for(lambda: _starts(root, on_worker)[1:], f"{on_worker} elsewhere", proc)
 
 
 @pytest.mark.parametrize("tty", [False, True])
