@@ -120,15 +120,22 @@ MUJOCO = {
         note="the preset's values, run as the variant `cleanrl_ent`",
     ),
     "Walker2d-v5": _set("Walker2d-v5", "ours, preset", ("learning_mujoco", "ours-preset")),
-    # Ant-v5's seeds 3-5 ran as the variant ent8 while the preset was at -4 for a day.
+    # Ant-v5's preset takes 3-step returns since 2026-12-01.
     "Ant-v5": _set(
         "Ant-v5",
         "ours, preset",
-        ("learning_mujoco", "ours-preset"),
-        ("learning_mujoco_tuning", "ours-ent8"),
-        note="seeds 3-5 run as the variant `ent8` (`--target_entropy=-8`, the preset's value)",
+        ("learning_mujoco_tuning", "ours-n3"),
+        note="the preset's values, run as the variant `n3`",
     ),
 }
+# Ant-v5's seeds 3-5 ran as the variant ent8 while the preset was at -4 for a day.
+ANT_V5_FORMER = _set(
+    "Ant-v5",
+    "ours, former preset (1-step returns)",
+    ("learning_mujoco", "ours-preset"),
+    ("learning_mujoco_tuning", "ours-ent8"),
+    note="seeds 3-5 run as the variant `ent8` (`--target_entropy=-8`, that preset's value)",
+)
 MUJOCO_300K = _set("HalfCheetah-v5", "ours, preset", ("learning_mujoco_300k", "ours-preset"))
 HALFCHEETAH_V5_FORMER = _set(
     "HalfCheetah-v5",
@@ -139,8 +146,11 @@ HALFCHEETAH_V5_FORMER = _set(
 # separate learning rates, which SB3's one rate cannot follow, so its SB3 run is
 # HOPPER_V5_SB3 below).
 MUJOCO_SB3 = {
-    env: _set(env, "SB3, same hyperparameters", ("learning_mujoco_sb3", "sb3-preset"))
-    for env in ("Walker2d-v5", "Ant-v5")
+    env: _set(env, label, ("learning_mujoco_sb3", "sb3-preset"))
+    for env, label in (
+        ("Walker2d-v5", "SB3, same hyperparameters"),
+        ("Ant-v5", "SB3, the former preset's hyperparameters"),
+    )
 }
 HOPPER_V5_FORMER = _set(
     "Hopper-v5",
@@ -155,7 +165,7 @@ HOPPER_V5_CLEANRL = _set(
 )
 ANT_V5_ENT4 = _set(
     "Ant-v5",
-    "ours, target entropy -4 (TF-Agents' -dim(A)/2)",
+    "ours, former preset, target entropy -4 (TF-Agents' -dim(A)/2)",
     ("learning_mujoco_tuning", "ours-ent4"),
 )
 HOPPER_V5_CRITIC = _set(
@@ -373,8 +383,15 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             _set(
                 "Ant-v5",
                 "ours, preset, v4's observation (no contact forces)",
-                ("learning_mujoco_tuning", "ours-v4obs"),
+                ("learning_mujoco_tuning", "ours-n3v4obs"),
                 note="`--env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
+            ),
+            ANT_V5_FORMER,
+            _set(
+                "Ant-v5",
+                "ours, former preset, v4's observation",
+                ("learning_mujoco_tuning", "ours-v4obs"),
+                note="`--n_step=1 --env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
             ),
             MUJOCO_LR["Ant-v5"],
             CROSSQ_MUJOCO["Ant-v5"],
