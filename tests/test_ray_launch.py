@@ -8,6 +8,7 @@ on it; both must end with a finished learner and a greedy policy that stock
 TF-Agents loads.
 """
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -311,7 +312,8 @@ def test_run_spreads_actors_and_survives_a_killed_actor_and_a_lost_node(cluster,
     try:
         on_head, moved = _inject_faults(ray_cluster, worker, root, proc)
     finally:
-        os.kill(learner_pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):  # a learner gone keeps the first error
+            os.kill(learner_pid, signal.SIGCONT)
     assert moved[0][1] == head
 
     out = _finish(proc)
