@@ -122,9 +122,9 @@ PRESETS: Mapping[str, Hyperparams] = {
     # HalfCheetah's and Hopper's learning rates (and Hopper's warm-up) and Hopper's target
     # entropy as above. Ant-v5 keeps -8 (at TF-Agents' -4 it had 534 [358, 910] over seeds
     # 0-5 against 515 [379, 639], higher on seeds 0-2 and lower on 3-5; -2, layer-normalized
-    # critics and observation normalization did no better) and takes 3-step returns: 741
-    # [583, 742] at 100k env steps over seeds 0-2 against 499 [379, 531] with 1-step, each
-    # seed higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3).
+    # critics and observation normalization did no better) and takes 3-step returns: 732
+    # [524, 749] at 100k env steps over seeds 0-5 against 515 [379, 639] with 1-step, five
+    # seeds of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3).
     **{
         name: dataclasses.replace(_LOCOMOTION, **{"target_entropy": -float(action_dims), **changes})
         for name, action_dims, changes in (
