@@ -56,7 +56,7 @@ _ZOO_UPDATES = dict(
 # Every learning rate at 1e-3 (CrossQ's; CleanRL's SAC trains its critics at 1e-3):
 # HalfCheetah-v5's greedy return at 100k env steps 7049 [5639, 7060] over seeds 0-2,
 # against 4852 [4672, 5978] at 3e-4 (SAC on v4: 6156). It did worse than 3e-4 on
-# Walker2d-v5 (392 [294, 400] against 723 [497, 808]), Hopper-v5 and Ant-v5 (README
+# Walker2d-v5 (392 [294, 400] against 723 [497, 808], seeds 0-2), Hopper-v5 and Ant-v5 (README
 # Results; benchmarks/results/learning_mujoco_tuning/), so only HalfCheetah takes it.
 _MUJOCO_FAST_RATES = dict(
     critic_learning_rate=1e-3, actor_learning_rate=1e-3, alpha_learning_rate=1e-3
