@@ -168,6 +168,18 @@ ANT_V5_ENT4 = _set(
     "ours, former preset, target entropy -4 (TF-Agents' -dim(A)/2)",
     ("learning_mujoco_tuning", "ours-ent4"),
 )
+WALKER_V5_N3 = _set(
+    "Walker2d-v5",
+    "ours, preset with 3-step returns",
+    ("learning_mujoco_tuning", "ours-n3"),
+    note="`--n_step=3`",
+)
+WALKER_V5_ENT3 = _set(
+    "Walker2d-v5",
+    "ours, preset, target entropy -3 (TF-Agents' -dim(A)/2)",
+    ("learning_mujoco_tuning", "ours-ent3"),
+    note="`--target_entropy=-3`",
+)
 HOPPER_V5_CRITIC = _set(
     "Hopper-v5",
     "ours, first preset with the critic rate 1e-3 alone",
@@ -368,6 +380,8 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Walker2d-v5"],
+            WALKER_V5_N3,
+            WALKER_V5_ENT3,
             MUJOCO_SB3["Walker2d-v5"],
             MUJOCO_LR["Walker2d-v5"],
             CROSSQ_MUJOCO["Walker2d-v5"],
