@@ -180,6 +180,12 @@ WALKER_V5_ENT3 = _set(
     ("learning_mujoco_tuning", "ours-ent3"),
     note="`--target_entropy=-3`",
 )
+WALKER_V5_CLEANRL = _set(
+    "Walker2d-v5",
+    "ours, preset with CleanRL's critic rate 1e-3 and 5k warm-up",
+    ("learning_mujoco_tuning", "ours-cleanrl"),
+    note="`--critic_learning_rate=1e-3 --initial_collect_steps=5000`",
+)
 HOPPER_V5_CRITIC = _set(
     "Hopper-v5",
     "ours, first preset with the critic rate 1e-3 alone",
@@ -382,6 +388,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             MUJOCO["Walker2d-v5"],
             WALKER_V5_N3,
             WALKER_V5_ENT3,
+            WALKER_V5_CLEANRL,
             MUJOCO_SB3["Walker2d-v5"],
             MUJOCO_LR["Walker2d-v5"],
             CROSSQ_MUJOCO["Walker2d-v5"],
