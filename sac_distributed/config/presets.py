@@ -127,7 +127,8 @@ PRESETS: Mapping[str, Hyperparams] = {
     # seeds of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3).
     # Walker2d-v5 keeps SB3's defaults: 615 [463, 808] over seeds 0-5 (SAC on v4: 690);
     # 3-step returns gave 589 against 723 on seeds 0-2, target entropy -3 597 against 658
-    # on seeds 0-3, CleanRL's critic rate and warm-up 633 against 658 on seeds 0-3.
+    # on seeds 0-3; CleanRL's critic rate and warm-up 665 [383, 960] over seeds 0-5 (the
+    # candidate to switch to).
     **{
         name: dataclasses.replace(_LOCOMOTION, **{"target_entropy": -float(action_dims), **changes})
         for name, action_dims, changes in (
