@@ -304,11 +304,13 @@ sys.modules["reverb"] = None
 
 
 def test_tools_import_without_tensorflow():
-    """sac-status, sac-plot and sac-launch get the run-dir layout from `paths`, not the loops."""
+    """sac-status, sac-plot and sac-launch get the run-dir layout from `paths`, not the loops;
+    sac-evaluate loads TensorFlow only with the policy, so its --help is instant."""
     code = _WITHOUT_TENSORFLOW + textwrap.dedent(
         """
         import sac_distributed.bin.launch, sac_distributed.bin.plot, sac_distributed.bin.status
         import sac_distributed.paths, sac_distributed.tools.plotting, sac_distributed.tools.status
+        import sac_distributed.bin.evaluate, sac_distributed.tools.inspect_policy
         print("imported")
         """
     )

@@ -21,18 +21,19 @@ import dataclasses
 import json
 import math
 import os
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
-from tf_agents.environments import py_environment
-from tf_agents.policies import py_policy
 
 from sac_distributed.algorithm import envs
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import parse_env_kwargs
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
+
+if TYPE_CHECKING:  # TensorFlow loads when a policy or env does, not at import (--help)
+    from tf_agents.environments import py_environment
+    from tf_agents.policies import py_policy
 
 DEFAULT_POLICY = "greedy_policy"
 VIDEO_SUFFIXES = (".mp4", ".gif")
@@ -147,6 +148,8 @@ def run_env(
     module_dirs = envs.recorded_module_dirs(found[2] if found else None)
 
     def load(seed: Optional[int] = None, render: bool = False) -> py_environment.PyEnvironment:
+        from sac_distributed.algorithm import specs as specs_lib
+
         kwargs = parse_env_kwargs(env_kwargs)
         return specs_lib.load_env(env_name, seed, kwargs, render=render, module_dirs=module_dirs)
 
