@@ -4,7 +4,8 @@ In-process servers built with `make_tables` for S shards check the per-shard
 sizes, the batch split and `SampleInfo`, the shard-count check, and an
 actor's move away from a dead home shard and back. One multi-process run
 with the real binaries kills a shard mid-run and checks that the run goes on,
-the shard comes back from its checkpoint, and every transition is accounted for.
+the shard comes back from its checkpoint, and every transition is accounted for;
+its actors are paused (SIGSTOP) while the test waits on another job.
 """
 
 import dataclasses
@@ -28,6 +29,7 @@ from sac_distributed import config as config_lib
 from sac_distributed import paths, replay
 from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.errors import SignatureMismatchError
+from sac_distributed.jobs import learner_loop
 from sac_distributed.jobs import watchdog as watchdog_lib
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.jobs.learner_loop import LearnerLoop
@@ -306,7 +308,10 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     for shard, server in enumerate(servers):
         _fill(server, env_specs, 96, reward=float(shard))
     addresses = ",".join(f"localhost:{p}" for p in ports)
-    # No checkpoints (none is checked): the learner trains freely while the test waits.
+    # No checkpoints, and no spare functions traced ahead from SPARES_FROM_STEP (the shard
+    # is dropped well before that step, where the update traces again anyway): the learner
+    # trains freely while the test waits.
+    monkeypatch.setattr(learner_loop, "SPARES_FROM_STEP", 10_000_000)
     config = learner_config(root_dir, addresses, steps_per_call=5, checkpoint_interval=1_000_000)
     config = dataclasses.replace(
         config,
@@ -323,7 +328,13 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     connection.open()
     strategy = tf.distribute.get_strategy()
     loop = LearnerLoop(config, env_specs, strategy, connection, Metrics(None), stop.is_set)
-    thread = threading.Thread(target=loop.run, daemon=True)
+
+    def train() -> None:
+        # `run()` without its end (a final checkpoint and export, which nothing here reads).
+        if loop.start():
+            loop.train(config.hparams.num_iterations)
+
+    thread = threading.Thread(target=train, daemon=True)
     thread.start()
     try:
         _wait(
@@ -368,7 +379,7 @@ E2E_FLAGS = [
     f"--env_name={ENV_NAME}",
     f"--num_iterations={E2E_ITERATIONS}",
     "--initial_collect_steps=200",
-    "--replay_buffer_capacity=20000",
+    "--replay_buffer_capacity=4000",  # small replay checkpoints: quick to write and restore
     "--batch_size=32",
     "--actor_fc_layer_params=16,16",
     "--critic_joint_fc_layer_params=16,16",
@@ -453,40 +464,62 @@ def sharded_run(tmp_path):
     run.cleanup()
 
 
+def _pause(run: ShardedRun, *names: str) -> None:
+    for name in names:
+        os.kill(run.procs[name].pid, signal.SIGSTOP)
+
+
+def _resume(run: ShardedRun, *names: str) -> None:
+    for name in names:
+        os.kill(run.procs[name].pid, signal.SIGCONT)
+
+
 @pytest.mark.slow
 def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sharded_run):
+    """The actors are paused (SIGSTOP) while the test waits on another job: both while
+    the learner traces its update on the replay they filled, actor 0 (whose shard stays
+    up) from the kill until shard 1 is back, actor 1 from its move to shard 0 until shard
+    1 is back, and both from actor 1's return home until the learner has stopped."""
     run = sharded_run
     run.start_shard(0)
     run.start_shard(1)
     run.start_clients()
+    # The learner builds its dataset once both shards hold their warm-up.
+    wait_for_log(
+        run.log("learner"), r"Sampling \[\d+, \d+\] items per batch", DEADLINE_S, run.procs
+    )
+    _pause(run, "actor0", "actor1")
     wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, run.procs)
+    _resume(run, "actor0", "actor1")
     # The learner samples from both shards, each fed by its own actor.
     _wait(lambda: all(run.counts(s).sampled > 0 for s in (0, 1)), "samples from both shards")
     mark = len(read(run.log("shard1")))
     wait_for_log(run.log("shard1"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
 
     # Pause shard 1's only writer to read its insert count at the kill, then kill it.
-    os.kill(run.procs["actor1"].pid, signal.SIGSTOP)
+    # Actor 0 stays paused until shard 1 is back: it plays no part in the outage.
+    _pause(run, "actor1", "actor0")
     inserted_at_kill = settled(lambda: run.counts(1).inserted, "shard 1's insert count")
     run.procs.pop("shard1").kill()
-    os.kill(run.procs["actor1"].pid, signal.SIGCONT)
+    _resume(run, "actor1")
     learner_mark = len(read(run.log("learner")))
     actor_mark = len(read(run.log("actor1")))
-    for log, pattern in [
-        ("actor1", r"writing to replay shard 0 \(home shard 1\)"),
-        ("learner", r"lost replay shard 1"),
-        ("learner", r"sampling from replay shards \[0\]"),
-    ]:
-        wait_for_log(run.log(log), pattern, DEADLINE_S, run.procs)
+    wait_for_log(
+        run.log("actor1"), r"writing to replay shard 0 \(home shard 1\)", DEADLINE_S, run.procs
+    )
+    # Moved: actor 1 waits paused until shard 1 is back (it writes on to shard 0 then,
+    # until its home-shard probe takes it home).
+    _pause(run, "actor1")
+    for pattern in [r"lost replay shard 1", r"sampling from replay shards \[0\]"]:
+        wait_for_log(run.log("learner"), pattern, DEADLINE_S, run.procs)
     assert "reconnected" not in read(run.log("learner"))[learner_mark:]
     assert "reconnected" not in read(run.log("actor1"))[actor_mark:]
 
-    # Pause actor 1 while shard 1 restarts: its home-shard probe could otherwise write
-    # to the restored shard before the restored counts are read.
-    os.kill(run.procs["actor1"].pid, signal.SIGSTOP)
+    # Actor 1 is still paused while shard 1 restarts: its home-shard probe could otherwise
+    # write to the restored shard before the restored counts are read.
     run.start_shard(1)  # same port and root_dir: restores its own replay checkpoint
     restored = run.counts(1)
-    os.kill(run.procs["actor1"].pid, signal.SIGCONT)
+    _resume(run, "actor0", "actor1")
     # Reverb's checkpoint restores the rate limiter's insert count with the items.
     tail = inserted_at_kill - restored.inserted
     assert restored.stored > 0 and 0 <= tail < inserted_at_kill, (restored, inserted_at_kill)
@@ -494,17 +527,21 @@ def test_a_shard_killed_mid_run_rejoins_and_every_transition_is_accounted_for(sh
         f"[figure] shard 1 SIGKILL: {restored.inserted} of {inserted_at_kill} inserts restored "
         f"from its checkpoint; post-checkpoint tail lost: {tail} transitions"
     )
-    for log, pattern in [
-        ("learner", r"samples from replay shards \[0, 1\] again"),
-        ("actor1", r"writing to replay shard 1 \(home shard 1\)"),
-    ]:
-        wait_for_log(run.log(log), pattern, DEADLINE_S, run.procs)
+    wait_for_log(
+        run.log("actor1"), r"writing to replay shard 1 \(home shard 1\)", DEADLINE_S, run.procs
+    )
+    # Home again: the actors wait paused from here until the learner has stopped.
+    _pause(run, "actor0", "actor1")
+    wait_for_log(
+        run.log("learner"), r"samples from replay shards \[0, 1\] again", DEADLINE_S, run.procs
+    )
     _wait(lambda: run.counts(1).sampled > restored.sampled, "the learner to sample shard 1 again")
     assert "reconnected" not in read(run.log("learner"))[learner_mark:]
 
     # The run ends as an operator ends it: learner first (it checkpoints and
     # exports), then the actors, which drain their inserts into the live shards.
     assert stop(run.procs.pop("learner")) == 0
+    _resume(run, "actor0", "actor1")
     for task in (0, 1):
         assert stop(run.procs.pop(f"actor{task}")) == 0
     assert "stop signal" in read(run.log("learner"))
