@@ -15,7 +15,7 @@ from sac_distributed import replay
 pytestmark = pytest.mark.slow
 
 NUM_ACTORS = 8
-STEPS_PER_ACTOR = 1500
+STEPS_PER_ACTOR = 1000
 K = 1  # transitions per replay item, set below for every job
 SHARED = [
     "--env_name=Pendulum-v1",

@@ -19,7 +19,7 @@ from sac_distributed.retry import retry
 
 pytestmark = pytest.mark.slow
 
-NUM_ITERATIONS = 1000
+NUM_ITERATIONS = 500
 CHECKPOINT_INTERVAL = 100
 SMALL = [
     "--env_name=Pendulum-v1",
@@ -107,11 +107,17 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     clients carry on against the new one), the learner (resumed from its checkpoint,
     at most one interval lost) and an actor (a new one rejoins). The learner is frozen
     across the server's restart and killed there, so a learner process reconnecting to a
-    restarted server is tested by test_chaos.py (and in-process below)."""
+    restarted server is tested by test_chaos.py (and in-process below). The actor is
+    frozen (SIGSTOP) while the test waits on the learner alone: from the warm-up it wrote
+    until the learner's first checkpoint, and from its writes to the restarted server
+    until its kill."""
     run.start_server()
     run.start_learner()
     run.start_actor()
     run.start_evaluator()
+    # Warm-up written: the learner trains on it while the actor waits frozen.
+    wait_for_log(run.log("actor"), r"switching from random", DEADLINE_S, run.procs)
+    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
     wait_for_log(run.log("learner"), r"Saved checkpoint .*ckpt-\d+", DEADLINE_S, run.procs)
     wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, run.procs)
     # Freeze the learner while it is under way: on a busy machine the checkpoint
@@ -123,9 +129,8 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     # The server: a replay checkpoint taken while training is under way, then SIGKILL.
     mark = len(read(run.log("server")))
     wait_for_log(run.log("server"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
-    # Freeze inserts before reading the size: a checkpoint written between the read
+    # Inserts stay frozen while the size is read: a checkpoint written between the read
     # and the kill must not hold more than was read.
-    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
     size_before = settled(lambda: run.table().current_size, "the replay size")
     run.procs["server"].kill()
     run.procs["server"].wait()
@@ -152,6 +157,8 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
             "while the learner was down"
         )
         time.sleep(0.2)
+    # Written: the actor waits frozen while the learner restarts, and is killed there.
+    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
 
     mark = len(before)
     run.start_learner()
