@@ -1,9 +1,15 @@
 """benchmarks/learning.py: the plumbing and the table, on a tiny sweep (not returns).
 
-The tiny sweep trains Pendulum-v1 for a few hundred SGD steps with our real
-binaries (sac-launch) and the stock tutorial loop, two seeds each, then checks
-the layout of OUT, the report's tables and curves, that a second invocation
-resumes (runs nothing), and the errors for bad input.
+The tiny sweep trains Pendulum-v1 for a thousand SGD steps with our real
+binaries (sac-launch) and the stock tutorial loop, one seed each, then checks
+the layout of OUT, the report's tables and curves, and that a second invocation
+resumes (runs nothing); a sweep stopped by SIGTERM stops sac-launch and its jobs
+and records nothing; bad input is refused before anything runs.
+
+The sweeps that should finish and the refusals run learning.py's CLI in this
+process (`learning.main`), where TensorFlow is already imported; the runs a sweep
+starts are the real processes either way. The SIGTERM test runs learning.py as a
+script, its own process, to signal it.
 """
 
 import json
@@ -11,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -26,10 +33,11 @@ from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER
 BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
 
 TINY_COMMON_FLAGS = "--common_flags=--initial_collect_steps=300 --batch_size=32"
+TINY_ENV_STEPS = 1300  # 1000 SGD steps: one learner summary (every 1000), at the last step
 TINY = [
     "--envs=Pendulum-v1",
     "--seeds=0",
-    "--env_steps=1400",  # 1100 SGD steps: one learner summary (every 1000)
+    f"--env_steps={TINY_ENV_STEPS}",
     "--eval_every=200",
     "--num_eval_episodes=1",
     TINY_COMMON_FLAGS,
@@ -41,14 +49,27 @@ TINY = [
 SWEEP_TIMEOUT_S = 1800
 
 
-def _bench(*args: str, timeout_s: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, os.path.join(BENCH, "learning.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-    )
+def _sweep(capsys, *args: str, work_dir: str, timeout_s: float = SWEEP_TIMEOUT_S) -> str:
+    """learning.py's sweep in this process; its stdout. Past `timeout_s` the runs
+    (every process that names `work_dir`) are killed, so a hang fails the sweep."""
+    deadline = threading.Timer(timeout_s, _kill_processes_mentioning, (work_dir,))
+    deadline.start()
+    try:
+        code = learning.main([*args, f"--work_dir={work_dir}"])
+    finally:
+        deadline.cancel()
+    captured = capsys.readouterr()
+    assert code == 0, captured.out[-4000:] + captured.err[-4000:]
+    return captured.out
+
+
+def _refused(capsys, *args: str) -> str:
+    """learning.py's CLI in this process, refusing `args` with exit 2 before anything
+    runs; what it wrote to stderr."""
+    with pytest.raises(SystemExit) as refusal:
+        learning.main(list(args))
+    assert refusal.value.code == 2, refusal.value.code
+    return capsys.readouterr().err
 
 
 def _points(*pairs, start_wall: float = 100.0):
@@ -283,22 +304,23 @@ def test_minitaur_rows_keep_decimals_and_name_the_tutorial_as_reference():
 
 
 @pytest.mark.slow
-def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
+def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path, capsys):
     out, work = str(tmp_path / "out"), str(tmp_path / "work")
-    args = [*TINY, "--systems=ours,stock", f"--out={out}", f"--work_dir={work}"]
-    first = _bench(*args)
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    assert "2 runs planned, 0 already done, 2 to run" in first.stdout
+    args = [*TINY, "--systems=ours,stock", f"--out={out}"]
+    first = _sweep(capsys, *args, work_dir=work)  # exit 0
+    assert "2 runs planned, 0 already done, 2 to run" in first
 
     for group in ("ours-preset", "stock-preset"):
         for seed in (0,):
             run_dir = os.path.join(out, "runs", "Pendulum-v1", group, f"seed{seed}")
             with open(os.path.join(run_dir, "run.json")) as f:
                 record = json.load(f)
-            assert record["status"] == "done" and record["env_steps_budget"] == 1400
+            assert record["status"] == "done" and record["env_steps_budget"] == TINY_ENV_STEPS
             points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
             assert len(points) >= 2, f"{group} seed {seed}: {points}"
-            assert points[-1].env_steps >= 0.95 * 1400, f"{group} seed {seed}: {points[-1]}"
+            assert points[-1].env_steps >= 0.95 * TINY_ENV_STEPS, (
+                f"{group} seed {seed}: {points[-1]}"
+            )
             episodes = learning_report.read_training_episodes(run_dir)
             ends = [steps for steps, _ in episodes]
             assert len(episodes) >= 3 and ends == sorted(ends), f"{group}: {episodes}"
@@ -317,24 +339,24 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path):
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)["Pendulum-v1"]
     assert set(summary) == {"ours-preset", "stock-preset"}
+    mark = str(TINY_ENV_STEPS)
     for group in summary.values():
         assert group["seeds"] == [0]
-        final = group["marks"]["1400"]["return"]
+        final = group["marks"][mark]["return"]
         assert final["n"] == 1 and final["min"] == final["median"] == final["max"]
-        assert group["marks"]["1400"]["train_return"]["n"] == 1
+        assert group["marks"][mark]["train_return"]["n"] == 1
         assert group["sgd_steps_per_s"]["median"] > 0
-        assert group["marks"]["1400"]["seconds"]["median"] > 0
+        assert group["marks"][mark]["seconds"]["median"] > 0
         assert group["reached_target"] in (0, 1)
     table = open(os.path.join(out, "summary.md")).read()
     assert "| ours-preset | 0 |" in table and "| stock-preset | 0 |" in table
-    assert "return @1.4k" in table and "s to -200" in table and "train @1.4k" in table
+    assert "return @1.3k" in table and "s to -200" in table and "train @1.3k" in table
     with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
-    second = _bench(*args, timeout_s=600)
-    assert second.returncode == 0, second.stdout[-3000:]
-    assert "2 runs planned, 2 already done, 0 to run" in second.stdout
-    assert "start " not in second.stdout
+    second = _sweep(capsys, *args, work_dir=work, timeout_s=600)  # exit 0
+    assert "2 runs planned, 2 already done, 0 to run" in second
+    assert "start " not in second
 
 
 def _processes_mentioning(text: str) -> list:
@@ -348,6 +370,14 @@ def _processes_mentioning(text: str) -> list:
         except (OSError, ValueError):
             continue
     return pids
+
+
+def _kill_processes_mentioning(text: str) -> None:
+    for pid in _processes_mentioning(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.mark.slow
@@ -380,53 +410,50 @@ def test_sigterm_stops_the_runs_in_progress_and_records_none(tmp_path):
     assert not os.path.exists(os.path.join(out, "runs")), "an interrupted run is not recorded"
 
 
-def test_bad_input_is_refused_before_anything_runs(tmp_path):
+def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     out = str(tmp_path / "out")
-    missing = _bench(*TINY, "--systems=sb3", f"--sb3_python={tmp_path}/none", f"--out={out}")
-    assert missing.returncode == 2
-    assert "make bench-sb3" in missing.stderr
-
-    short = _bench("--envs=Pendulum-v1", "--env_steps=500", f"--out={out}")
-    assert short.returncode == 2
-    assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short.stderr
-
-    unlike = _bench(
-        *TINY, "--systems=ours,stock", f"{TINY_COMMON_FLAGS} --n_step=3", f"--out={out}"
+    missing = _refused(
+        capsys, *TINY, "--systems=sb3", f"--sb3_python={tmp_path}/none", f"--out={out}"
     )
-    assert unlike.returncode == 2
-    assert "set n_step=3, which the stock peer(s) do not implement" in unlike.stderr
-    assert "--common_flags=--n_step=1" in unlike.stderr
-    decaying = _bench(
+    assert "make bench-sb3" in missing
+
+    short = _refused(capsys, "--envs=Pendulum-v1", "--env_steps=500", f"--out={out}")
+    assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short
+
+    unlike = _refused(
+        capsys, *TINY, "--systems=ours,stock", f"{TINY_COMMON_FLAGS} --n_step=3", f"--out={out}"
+    )
+    assert "set n_step=3, which the stock peer(s) do not implement" in unlike
+    assert "--common_flags=--n_step=1" in unlike
+    decaying = _refused(
+        capsys,
         *TINY,
         "--systems=ours,stock",  # not sb3: a fresh clone has no SB3 virtualenv
         f"{TINY_COMMON_FLAGS} --learning_rate_schedule=linear",
         f"--out={out}",
     )
-    assert decaying.returncode == 2
-    assert "set learning_rate_schedule=linear, which the stock peer(s)" in decaying.stderr
-    assert "--common_flags=--learning_rate_schedule=constant" in decaying.stderr
-    averaging = _bench(
+    assert "set learning_rate_schedule=linear, which the stock peer(s)" in decaying
+    assert "--common_flags=--learning_rate_schedule=constant" in decaying
+    averaging = _refused(
+        capsys,
         *TINY,
         "--systems=ours,stock",
         f"{TINY_COMMON_FLAGS} --policy_averaging_tau=0.005",
         f"--out={out}",
     )
-    assert averaging.returncode == 2
-    assert "set policy_averaging_tau=0.005, which the stock peer(s)" in averaging.stderr
-    assert "--common_flags=--policy_averaging_tau=0.0" in averaging.stderr
+    assert "set policy_averaging_tau=0.005, which the stock peer(s)" in averaging
+    assert "--common_flags=--policy_averaging_tau=0.0" in averaging
 
     # The stock loop builds our agent and follows a Huber critic loss; SB3 cannot.
     # (Any existing file passes the --sb3_python check; nothing runs.)
     huber = f"{TINY_COMMON_FLAGS} --critic_loss=huber"
     sb3 = ["--systems=ours,stock,sb3", f"--sb3_python={sys.executable}"]
-    huber_sb3 = _bench(*TINY, *sb3, huber, f"--out={out}")
-    assert huber_sb3.returncode == 2
-    assert "set critic_loss=huber, which the sb3 peer(s) do not implement" in huber_sb3.stderr
-    assert "--common_flags=--critic_loss=squared" in huber_sb3.stderr
+    huber_sb3 = _refused(capsys, *TINY, *sb3, huber, f"--out={out}")
+    assert "set critic_loss=huber, which the sb3 peer(s) do not implement" in huber_sb3
+    assert "--common_flags=--critic_loss=squared" in huber_sb3
 
-    bad = _bench(*TINY, "--variants=x=--batch_size=-1", f"--out={out}")
-    assert bad.returncode == 2
-    assert "batch_size must be a positive integer" in bad.stderr
+    bad = _refused(capsys, *TINY, "--variants=x=--batch_size=-1", f"--out={out}")
+    assert "batch_size must be a positive integer" in bad
     assert not os.path.exists(os.path.join(out, "runs"))
 
 

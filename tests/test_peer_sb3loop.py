@@ -1,18 +1,21 @@
-"""benchmarks/peer_sb3loop.py: TF-Agents' SacAgent in SB3's loop (the hybrid peer)."""
+"""benchmarks/peer_sb3loop.py: TF-Agents' SacAgent in SB3's loop (the hybrid peer).
+
+learning.py's CLI runs in this process (`learning.main`), where TensorFlow is already
+imported: its refusals need no process of their own, and the tiny sweep's runs are
+still the real peer processes it starts, each with its own TensorFlow.
+"""
 
 import os
-import subprocess
-import sys
+import signal
+import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from benchmarks import learning_report, peer_sb3loop
+from benchmarks import learning, learning_report, peer_sb3loop
 from sac_distributed.algorithm import policy as policy_lib
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 # Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
 RUN_TIMEOUT_S = 900
@@ -89,79 +92,108 @@ def test_a_policy_lag_below_one_step_is_refused():
         )
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, os.path.join(BENCH, "learning.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-    )
+def _processes_mentioning(text: str) -> list:
+    """The pids whose command line contains `text` (a sweep's scratch directory)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
 
 
-def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path):
+def _kill_runs(work_dir: str) -> None:
+    for pid in _processes_mentioning(work_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _sweep(capsys, *args: str, work_dir: str) -> str:
+    """learning.py's sweep in this process; its stdout. Past RUN_TIMEOUT_S the runs
+    (every process that names `work_dir`) are killed, so a hang fails the sweep."""
+    deadline = threading.Timer(RUN_TIMEOUT_S, _kill_runs, (work_dir,))
+    deadline.start()
+    try:
+        code = learning.main([*args, f"--work_dir={work_dir}"])
+    finally:
+        deadline.cancel()
+    captured = capsys.readouterr()
+    assert code == 0, captured.out[-3000:] + captured.err[-3000:]
+    return captured.out
+
+
+def _refused(capsys, *args: str) -> str:
+    """learning.py's CLI in this process, refusing `args` with exit 2 before anything
+    runs; what it wrote to stderr."""
+    with pytest.raises(SystemExit) as refusal:
+        learning.main(list(args))
+    assert refusal.value.code == 2, refusal.value.code
+    return capsys.readouterr().err
+
+
+def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path, capsys):
     out = str(tmp_path / "out")
-    done = _bench(
+    done = _sweep(
+        capsys,
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
         "--variants=preset;lagged=--policy_lag=100 --gamma=0.98",
         "--seeds=0",
-        "--env_steps=700",
-        "--eval_every=200",
+        "--env_steps=600",
+        "--eval_every=100",
         "--num_eval_episodes=1",
-        "--common_flags=--initial_collect_steps=300 --batch_size=32",
+        "--common_flags=--initial_collect_steps=400 --batch_size=32",
         f"--out={out}",
-        f"--work_dir={tmp_path / 'work'}",
+        work_dir=str(tmp_path / "work"),
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "2 runs planned" in done.stdout
-    assert "--policy_lag=100" in done.stdout  # the variant's own flag
-    assert '"gamma": 0.98' in done.stdout  # and its hyperparameter, in the hparams JSON
+    assert "2 runs planned" in done
+    assert "--policy_lag=100" in done  # the variant's own flag
+    assert '"gamma": 0.98' in done  # and its hyperparameter, in the hparams JSON
     for variant in ("preset", "lagged"):
         run_dir = os.path.join(out, "runs", "Pendulum-v1", f"sb3loop-{variant}", "seed0")
         points = learning_report.read_points(os.path.join(run_dir, "results.csv"))
         # Marks from the end of the warm-up, as the SB3 peer's, and the budget's end;
-        # SB3 trains after every step past the 300th: 200 updates by step 500, 400 by 700.
+        # SB3 trains after every step past the 400th: 100 updates by step 500, 200 by 600.
         marks = [(p.env_steps, p.train_step) for p in points]
-        assert marks == [(300, 0), (500, 200), (700, 400)], variant
+        assert marks == [(400, 0), (500, 100), (600, 200)], variant
         assert all(-2000 < p.average_return <= 0 for p in points), points
         episodes = learning_report.read_training_episodes(run_dir)
         assert [steps for steps, _ in episodes] == [200, 400, 600], episodes
 
 
-def test_variant_flags_go_only_to_a_system_that_can_follow_them(tmp_path):
+def test_variant_flags_go_only_to_a_system_that_can_follow_them(tmp_path, capsys):
     common = ["--envs=Pendulum-v1", "--env_steps=1500", f"--out={tmp_path / 'out'}"]
-    launch_flag = _bench(
-        *common, "--systems=sb3loop", "--variants=lag=--variable_update_interval=1"
-    )
-    assert launch_flag.returncode == 2
+    launch_flag = _refused(
+        capsys, *common, "--systems=sb3loop", "--variants=lag=--variable_update_interval=1"
+    )  # _refused: exit 2
     assert (
         "--variable_update_interval=1 is neither a hyperparameter nor an option of the sb3loop"
-        in (launch_flag.stderr)
+        in launch_flag
     )
-    own_flag = _bench(*common, "--systems=ours,sb3loop", "--variants=lag=--policy_lag=10")
-    assert own_flag.returncode == 2
+    own_flag = _refused(capsys, *common, "--systems=ours,sb3loop", "--variants=lag=--policy_lag=10")
     assert "--policy_lag is an option of the sb3loop hybrid, which sac-launch does not have" in (
-        own_flag.stderr
+        own_flag
     )
-    unfollowed = _bench(*common, "--systems=sb3loop", "--variants=n3=--n_step=3")
-    assert unfollowed.returncode == 2
-    assert "--variants n3 sets n_step=3, which the sb3loop peer does not implement" in (
-        unfollowed.stderr
-    )
+    unfollowed = _refused(capsys, *common, "--systems=sb3loop", "--variants=n3=--n_step=3")
+    assert "--variants n3 sets n_step=3, which the sb3loop peer does not implement" in unfollowed
     assert not os.path.exists(tmp_path / "out" / "runs")
 
 
 @pytest.mark.parametrize("flag", ["--normalize_observations", "--n_step=3"])
-def test_what_the_hybrid_cannot_follow_is_refused_before_anything_runs(tmp_path, flag):
-    refused = _bench(
+def test_what_the_hybrid_cannot_follow_is_refused_before_anything_runs(tmp_path, capsys, flag):
+    refused = _refused(
+        capsys,
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
         "--env_steps=1500",
         f"--common_flags={flag}",
         f"--out={tmp_path / 'out'}",
     )
-    assert refused.returncode == 2
-    name = flag.lstrip("-").partition("=")[0]
-    assert f"set {name}=" in refused.stderr and "sb3loop peer(s) do not implement" in refused.stderr
+    name = flag.lstrip("-").partition("=")[0]  # _refused: exit 2
+    assert f"set {name}=" in refused and "sb3loop peer(s) do not implement" in refused
     assert not os.path.exists(tmp_path / "out" / "runs")
