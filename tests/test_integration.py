@@ -35,7 +35,8 @@ SMALL = [
     "--critic_joint_fc_layer_params=16,16",
     "--eval_interval=100",
     "--num_eval_episodes=1",
-    "--policy_save_interval=100",
+    # The tests read only the final export: one export, at the last step.
+    f"--policy_save_interval={NUM_ITERATIONS}",
     "--seed=3",
 ]
 
