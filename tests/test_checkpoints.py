@@ -6,6 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import learner_config
 
 from sac_distributed import paths
 from sac_distributed.errors import CheckpointError
@@ -15,11 +16,14 @@ def _ckpt_dir(root_dir: str) -> str:
     return os.path.join(root_dir, paths.CHECKPOINT_DIR)
 
 
-@pytest.fixture
-def two_checkpoints(make_learner, make_learner_config):
-    """A learner whose directory holds ckpt-10 and ckpt-20 with different weights."""
-    config = make_learner_config()
-    loop = make_learner(config)
+@pytest.fixture(scope="module")
+def checkpoints_template(new_server, new_learner, tmp_path_factory):
+    """A root_dir whose checkpoint directory holds ckpt-10 and ckpt-20 with different
+    weights, written once per module by a learner of `learner_config`'s settings;
+    returns (that root_dir, the policy weights at each step). Tests copy it."""
+    server = new_server()
+    root_dir = str(tmp_path_factory.mktemp("checkpoints_template"))
+    loop = new_learner(learner_config(root_dir, f"localhost:{server.port}"), server)
     weights = {}
     for step in (10, 20):
         loop.learner.train_step.assign(step)
@@ -27,6 +31,16 @@ def two_checkpoints(make_learner, make_learner_config):
             variable.assign(np.full(variable.shape, step / 100.0, variable.dtype.as_numpy_dtype))
         assert loop.learner.save_checkpoint()
         weights[step] = loop.learner.policy_weights()
+    server.stop()
+    return root_dir, weights
+
+
+@pytest.fixture
+def two_checkpoints(checkpoints_template, make_learner_config):
+    """This test's root_dir with a copy of the template's (ckpt-10 and ckpt-20)."""
+    template, weights = checkpoints_template
+    config = make_learner_config()
+    shutil.copytree(template, config.root_dir, dirs_exist_ok=True)
     return config, weights
 
 

@@ -166,40 +166,66 @@ def test_batch_renorm_trains_on_batch_statistics_and_infers_on_running_ones(warm
 # --- the update -------------------------------------------------------------------
 
 
-def test_one_critic_pass_normalizes_s_and_s_prime_together(env_specs, root_dir):
+@pytest.fixture(scope="module")
+def stepped(env_specs, tmp_path_factory):
+    """One CrossQ learner (its update traced once for the tests below), stepped one
+    update at a time on constant batches from step 0 to 6, recording on the way what
+    the tests read: after step 1, the critics' input statistics; at each step, whether
+    the actor moved; at step 5, a checkpoint and the value of every variable.
+
+    Returns (learner at step 6, its root_dir, the record). The tests read the record;
+    the one that changes the learner (its actor's statistics) reads nothing else of it.
+    """
+    root_dir = str(tmp_path_factory.mktemp("crossq_root"))
+    learner = new_learner(env_specs, root_dir)
+    agent = learner.agent
+    data = batches(env_specs)
+
+    def actor_snapshot():
+        return [v.numpy().copy() for v in agent.actor.trainable_variables]
+
+    record = {"actor_changed": []}
+    for step in range(1, 7):
+        before = actor_snapshot()
+        learner.step(data, 1)
+        after = actor_snapshot()
+        record["actor_changed"].append(any(not np.array_equal(a, b) for a, b in zip(before, after)))
+        critics = (agent.critic_1, agent.critic_2)
+        if step == 1:
+            record["critic_steps_1"] = [c.input_norm.steps.numpy() for c in critics]
+            record["critic_means_1"] = [c.input_norm.moving_mean.numpy().copy() for c in critics]
+        if step == 5:
+            record["saved"] = learner.save_checkpoint()
+            record["variables_5"] = [(v.name, v.numpy().copy()) for v in agent.variables]
+            optimizer = agent.critic_optimizer
+            record["critic_optimizer_5"] = [v.numpy().copy() for v in optimizer.variables]
+    record["actor_steps"] = agent.actor.input_norm.steps.numpy()
+    record["critic_1_steps"] = agent.critic_1.input_norm.steps.numpy()
+    record["train_step"] = learner.train_step_numpy
+    return learner, root_dir, record
+
+
+def test_one_critic_pass_normalizes_s_and_s_prime_together(env_specs, stepped):
     """Each critic's input statistics move once per update, by the mean over the
     concatenated (s, a) and (s', a') batch: one joint forward pass."""
-    learner = new_learner(env_specs, root_dir)
-    batch = make_batch(env_specs)
-    learner.step(batches(env_specs), 1)
+    learner, _, record = stepped
+    batch = make_batch(env_specs)  # the batch of every update (batches() repeats it)
     joint_obs = tf.concat([batch.time_step.observation, batch.next_time_step.observation], 0)
     obs_size = int(env_specs.observation.shape.num_elements())
     expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * joint_obs.numpy().mean(0)
-    for critic in (learner.agent.critic_1, learner.agent.critic_2):
-        assert critic.input_norm.steps.numpy() == 1
-        np.testing.assert_allclose(
-            critic.input_norm.moving_mean.numpy()[:obs_size], expected, rtol=1e-4, atol=1e-7
-        )
+    # After the first update, for both critics.
+    for steps, moving_mean in zip(record["critic_steps_1"], record["critic_means_1"]):
+        assert steps == 1
+        np.testing.assert_allclose(moving_mean[:obs_size], expected, rtol=1e-4, atol=1e-7)
     assert not hasattr(learner.agent, "target_critic_1")  # the bootstrap reads these critics
 
 
-def test_the_actor_steps_every_third_update(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir)
-    data = batches(env_specs)
-    actor = learner.agent.actor
-
-    def snapshot():
-        return [v.numpy().copy() for v in actor.trainable_variables]
-
-    changed = []
-    for _ in range(6):
-        before = snapshot()
-        learner.step(data, 1)
-        changed.append(any(not np.array_equal(a, b) for a, b in zip(before, snapshot())))
-    assert changed == [True, False, False, True, False, False]
-    assert actor.input_norm.steps.numpy() == 2
-    assert learner.agent.critic_1.input_norm.steps.numpy() == 6
-    assert learner.train_step_numpy == 6
+def test_the_actor_steps_every_third_update(stepped):
+    _, _, record = stepped
+    assert record["actor_changed"] == [True, False, False, True, False, False]
+    assert record["actor_steps"] == 2
+    assert record["critic_1_steps"] == 6
+    assert record["train_step"] == 6
 
 
 # --- acting -----------------------------------------------------------------------
@@ -216,9 +242,8 @@ def _perturb_statistics(actor, seed: int = 1) -> None:
         norm.offset.assign(rng.normal(0, 0.5, size).astype(np.float32))
 
 
-def test_folded_weights_act_as_the_network_in_inference_mode(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir)
-    learner.step(batches(env_specs), 4)
+def test_folded_weights_act_as_the_network_in_inference_mode(env_specs, stepped):
+    learner, _, _ = stepped  # trained 6 updates; its statistics are overwritten here
     _perturb_statistics(learner.agent.actor)
     observations = np.random.default_rng(2).uniform(-1, 1, (50, 3)).astype(np.float32)
     distribution, _ = learner.agent.actor(tf.constant(observations), training=False)
@@ -234,9 +259,9 @@ def test_folded_weights_act_as_the_network_in_inference_mode(env_specs, root_dir
     np.testing.assert_allclose(mean, net_mean, rtol=1e-4, atol=1e-4)
 
 
-def test_acting_weights_have_the_containers_shapes(env_specs, root_dir):
+def test_acting_weights_have_the_containers_shapes(env_specs, stepped):
     """The variable container's signature (policy_variable_specs) fits CrossQ's weights."""
-    learner = new_learner(env_specs, root_dir)
+    learner, _, _ = stepped  # shapes and dtypes do not change with training
     specs = agent_lib.policy_variable_specs(env_specs, crossq_hparams())
     weights = learner.variables().policy_weights
     assert [tuple(s.shape) for s in specs] == [w.shape for w in weights]
@@ -246,25 +271,23 @@ def test_acting_weights_have_the_containers_shapes(env_specs, root_dir):
 # --- checkpoints --------------------------------------------------------------------
 
 
-def test_a_checkpoint_resumes_every_statistic_and_optimizer_state(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir)
-    learner.step(batches(env_specs), 5)
-    assert learner.save_checkpoint()
+def test_a_checkpoint_resumes_every_statistic_and_optimizer_state(env_specs, stepped):
+    _, root_dir, record = stepped  # checkpointed at step 5
+    assert record["saved"]
     resumed = new_learner(env_specs, root_dir, seed=7)  # other initial weights, then restored
 
     assert resumed.train_step_numpy == 5
-    originals, restored = learner.agent.variables, resumed.agent.variables
+    originals, restored = record["variables_5"], resumed.agent.variables
     # (Keras numbers layer names per process, so the two agents' names differ.)
-    assert [v.shape for v in originals] == [v.shape for v in restored]
-    statistics = [v for v in originals if "moving_" in v.name or v.name.endswith("steps:0")]
+    assert [v.shape for _, v in originals] == [v.shape for v in restored]
+    statistics = [v for name, v in originals if "moving_" in name or name.endswith("steps:0")]
     assert len(statistics) == 3 * 3 * 3  # actor and both critics: 3 norms x 3 statistics each
-    assert all(np.any(v.numpy() != 0) for v in statistics)  # all moved: the test is not trivial
-    for a, b in zip(originals, restored):
-        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.name)
+    assert all(np.any(v != 0) for v in statistics)  # all moved: the test is not trivial
+    for (name, a), b in zip(originals, restored):
+        np.testing.assert_array_equal(b.numpy(), a, err_msg=name)
     # The optimizers' moments too.
-    optimizers = [(learner.agent.critic_optimizer, resumed.agent.critic_optimizer)]
-    for a, b in zip(optimizers[0][0].variables, optimizers[0][1].variables):
-        np.testing.assert_array_equal(b.numpy(), a.numpy())
+    for a, b in zip(record["critic_optimizer_5"], resumed.agent.critic_optimizer.variables):
+        np.testing.assert_array_equal(b.numpy(), a)
     assert resumed.agent.critic_optimizer.iterations.numpy() == 5
     # And it trains on from there.
     resumed.step(batches(env_specs), 1)

@@ -19,6 +19,51 @@ from sac_distributed.algorithm import crossq
 from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.errors import ConfigError
 
+STEPS = 4  # each ablation's shared learner: updates, then a checkpoint
+
+
+def _run_ablation(env_specs, root_dir: str, ablation: str) -> dict:
+    """A learner with `ablation` (its update traced once), stepped one update at a time
+    from step 0 to STEPS on constant batches and checkpointed there, with what the
+    tests read recorded on the way (the learner itself under "learner", its root_dir
+    under "root_dir")."""
+    learner = new_learner(env_specs, root_dir, crossq_ablations=(ablation,))
+    agent = learner.agent
+    actor, critics = agent.actor, (agent.critic_1, agent.critic_2)
+    data = batches(env_specs)
+    record = {"learner": learner, "root_dir": root_dir, "actor_changed": []}
+    for step in range(1, STEPS + 1):
+        before = [v.numpy().copy() for v in actor.trainable_variables]
+        record["losses"] = learner.step(data, 1)
+        after = actor.trainable_variables
+        record["actor_changed"].append(
+            any(not np.array_equal(b, a.numpy()) for b, a in zip(before, after))
+        )
+        if ablation == "separate_passes" and step == 1:
+            record["critic_steps_1"] = [c.input_norm.steps.numpy() for c in critics]
+            record["critic_means_1"] = [c.input_norm.moving_mean.numpy().copy() for c in critics]
+        if ablation == "no_policy_delay" and step == 3:
+            record["actor_steps_3"] = actor.input_norm.steps.numpy()
+    record["saved"] = learner.save_checkpoint()
+    record["variables"] = [v.numpy().copy() for v in agent.variables]
+    return record
+
+
+@pytest.fixture(scope="module")
+def ablated(env_specs, tmp_path_factory):
+    """`ablated(name)`: `_run_ablation`'s record, one run per ablation and module.
+
+    The tests read the record and may read (not change) the learner in it."""
+    runs = {}
+
+    def get(ablation: str) -> dict:
+        if ablation not in runs:
+            root_dir = str(tmp_path_factory.mktemp(ablation.replace(".", "_")))
+            runs[ablation] = _run_ablation(env_specs, root_dir, ablation)
+        return runs[ablation]
+
+    return get
+
 
 def test_ablations_are_refused_for_sac_and_unknown_or_repeated_names():
     with pytest.raises(ConfigError, match="add --algorithm=crossq"):
@@ -67,19 +112,17 @@ def test_a_run_with_other_ablations_is_refused(tmp_path):
     run_info.check_same_run(root, "Pendulum-v1", ablated)
 
 
-def test_separate_passes_move_the_statistics_by_the_first_pass_alone(env_specs, root_dir):
+def test_separate_passes_move_the_statistics_by_the_first_pass_alone(env_specs, ablated):
     """The (s', a') pass normalizes with its own batch statistics and leaves the
     running ones to (s, a), so the warm-up still counts one call per update."""
-    learner = new_learner(env_specs, root_dir, crossq_ablations=("separate_passes",))
-    batch = make_batch(env_specs)
-    learner.step(batches(env_specs), 1)
+    record = ablated("separate_passes")
+    batch = make_batch(env_specs)  # the batch of every update (batches() repeats it)
     obs_size = int(env_specs.observation.shape.num_elements())
     expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * batch.time_step.observation.numpy()
-    for critic in (learner.agent.critic_1, learner.agent.critic_2):
-        assert critic.input_norm.steps.numpy() == 1
-        np.testing.assert_allclose(
-            critic.input_norm.moving_mean.numpy()[:obs_size], expected.mean(0), rtol=1e-4, atol=1e-7
-        )
+    # After the first update, for both critics.
+    for steps, moving_mean in zip(record["critic_steps_1"], record["critic_means_1"]):
+        assert steps == 1
+        np.testing.assert_allclose(moving_mean[:obs_size], expected.mean(0), rtol=1e-4, atol=1e-7)
 
 
 def test_separate_passes_bootstrap_on_other_statistics_than_the_joint_pass(env_specs, root_dir):
@@ -121,11 +164,10 @@ def test_target_critics_start_as_copies_and_follow_by_tau(env_specs, root_dir):
         assert target.input_norm.steps.numpy() == critic.input_norm.steps.numpy()
 
 
-def test_without_batch_renorm_the_networks_are_plain_and_fold_to_themselves(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir, crossq_ablations=("no_batch_renorm",))
+def test_without_batch_renorm_the_networks_are_plain_and_fold_to_themselves(env_specs, ablated):
+    learner = ablated("no_batch_renorm")["learner"]  # trained STEPS updates
     actor = learner.agent.actor
     assert not [v for v in actor.variables if "moving" in v.name or "scale" in v.name]
-    learner.step(batches(env_specs), 3)
     weights = learner.policy_weights()
     kernels = [v for v in actor.variables if "kernel" in v.name]
     for folded, kernel in zip(weights[::2], kernels):
@@ -139,31 +181,24 @@ def test_without_batch_renorm_the_networks_are_plain_and_fold_to_themselves(env_
     )
 
 
-def test_without_the_policy_delay_the_actor_steps_every_update(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir, crossq_ablations=("no_policy_delay",))
-    data = batches(env_specs)
-    for _ in range(3):
-        before = [v.numpy().copy() for v in learner.agent.actor.trainable_variables]
-        learner.step(data, 1)
-        after = learner.agent.actor.trainable_variables
-        assert any(not np.array_equal(a, b.numpy()) for a, b in zip(before, after))
-    assert learner.agent.actor.input_norm.steps.numpy() == 3
+def test_without_the_policy_delay_the_actor_steps_every_update(ablated):
+    record = ablated("no_policy_delay")
+    assert record["actor_changed"][:3] == [True, True, True]  # each of the first 3 updates
+    assert record["actor_steps_3"] == 3
 
 
-def test_adam_beta1_ablation_reaches_the_optimizers(env_specs, root_dir):
-    learner = new_learner(env_specs, root_dir, crossq_ablations=("adam_beta1_0.9",))
+def test_adam_beta1_ablation_reaches_the_optimizers(ablated):
+    learner = ablated("adam_beta1_0.9")["learner"]
     for optimizer in (learner.agent.critic_optimizer, learner.agent.actor_optimizer):
         assert float(tf.keras.backend.get_value(optimizer.beta_1)) == pytest.approx(0.9)
 
 
 @pytest.mark.parametrize("ablation", sorted(config_lib.CROSSQ_ABLATIONS))
-def test_every_ablation_trains_checkpoints_and_resumes(env_specs, root_dir, ablation):
-    learner = new_learner(env_specs, root_dir, crossq_ablations=(ablation,))
-    losses = learner.step(batches(env_specs), 4)
-    assert np.isfinite(float(losses.critic))
-    assert learner.save_checkpoint()
-    saved = [v.numpy().copy() for v in learner.agent.variables]
-    resumed = new_learner(env_specs, root_dir, seed=7, crossq_ablations=(ablation,))
-    assert resumed.train_step_numpy == 4
-    for a, b in zip(saved, resumed.agent.variables):
+def test_every_ablation_trains_checkpoints_and_resumes(env_specs, ablated, ablation):
+    record = ablated(ablation)  # STEPS updates, then a checkpoint
+    assert np.isfinite(float(record["losses"].critic))
+    assert record["saved"]
+    resumed = new_learner(env_specs, record["root_dir"], seed=7, crossq_ablations=(ablation,))
+    assert resumed.train_step_numpy == STEPS
+    for a, b in zip(record["variables"], resumed.agent.variables):
         np.testing.assert_array_equal(a, b.numpy())

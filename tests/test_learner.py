@@ -104,7 +104,8 @@ def test_mirrored_strategy_over_two_logical_cpus_trains(
     assert strategy.num_replicas_in_sync == 2, "conftest should have split the CPU in two"
 
     fill_replay(128)
-    loop = make_learner(make_learner_config(strategy="mirrored"))
+    # No scheduled export at step 20: run()'s final one is what _check_trained reads.
+    loop = make_learner(make_learner_config({"policy_save_interval": 1_000}, strategy="mirrored"))
     before = [w.copy() for w in loop.learner.policy_weights()]
     result = loop.run()
 
@@ -139,7 +140,12 @@ def default_then_nan(new_server, new_learner, write_replay, tmp_path_factory, en
     server = new_server()
     client = server.localhost_client()
     root_dir = str(tmp_path_factory.mktemp("default_root"))
-    config = learner_config(root_dir, f"localhost:{server.port}", {"num_iterations": 40})
+    # No scheduled export at step 20: the stop's final one is what _check_trained reads.
+    config = learner_config(
+        root_dir,
+        f"localhost:{server.port}",
+        {"num_iterations": 40, "policy_save_interval": 1_000},
+    )
     stop_at = {"step": NUM_ITERATIONS}
     loop = None
 

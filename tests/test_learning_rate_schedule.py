@@ -61,8 +61,11 @@ def test_the_real_learner_steps_the_schedule_once_per_train_step(
     make_learner_config, make_learner, fill_replay
 ):
     fill_replay(128)
+    # No scheduled export (run() still writes its final one): nothing here reads it.
     config = make_learner_config(
-        hparams_overrides=dict(learning_rate_schedule="linear", num_iterations=20)
+        hparams_overrides=dict(
+            learning_rate_schedule="linear", num_iterations=20, policy_save_interval=1_000
+        )
     )
     loop = make_learner(config)
     result = loop.run()
@@ -84,8 +87,11 @@ def test_a_restarted_learner_resumes_the_schedule_where_it_stopped(
     # The schedule reads each optimizer's step count, which the checkpoint keeps:
     # a learner restarted at step 20 of 40 goes on at half the rate, not the full one.
     fill_replay(128)
+    # No scheduled exports (run() still writes its final one): nothing here reads them.
     config = make_learner_config(
-        hparams_overrides=dict(learning_rate_schedule="linear", num_iterations=40)
+        hparams_overrides=dict(
+            learning_rate_schedule="linear", num_iterations=40, policy_save_interval=1_000
+        )
     )
     first = make_learner(config)
     assert first.start()

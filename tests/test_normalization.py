@@ -121,8 +121,12 @@ def trained(new_server, new_learner, write_replay, tmp_path_factory):
 
 def _config(root_dir: str, server, normalize: bool):
     address = f"localhost:{server.port}"
+    # No scheduled export at step 20: run()'s final one is the saved policy read here.
     return learner_config(
-        root_dir, address, {"normalize_observations": normalize}, strategy="mirrored"
+        root_dir,
+        address,
+        {"normalize_observations": normalize, "policy_save_interval": 1_000},
+        strategy="mirrored",
     )
 
 

@@ -1,10 +1,12 @@
 """--policy_averaging_tau: actors, the evaluator and exports get a Polyak average
 of the actor's weights; SAC trains the actor itself as before."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from conftest import learner_config, small_hparams
 
 from sac_distributed import paths
 from sac_distributed.errors import CheckpointError, ConfigError
@@ -72,28 +74,41 @@ def test_exports_hold_the_average_and_a_restart_restores_it(
         np.testing.assert_array_equal(restored, saved)
 
 
-def test_off_publishes_the_trained_actor(make_learner_config, make_learner, fill_replay):
-    fill_replay(128)
-    loop = make_learner(make_learner_config())
-    assert loop.learner.averager is None
+@pytest.fixture(scope="module")
+def plain_run(new_server, new_learner, write_replay, tmp_path_factory):
+    """A learner without averaging on a server of its own, started and trained to
+    step 10 (checkpoint_interval is 10: step 10 is saved); returns (loop, config, server).
+
+    The tests below may train it on (no further checkpoint within 10 steps) or build
+    other learners on its root_dir; the checkpoint at step 10 stays as it was."""
+    server = new_server()
+    write_replay(server.localhost_client(), 128)
+    root_dir = str(tmp_path_factory.mktemp("plain_root"))
+    config = learner_config(root_dir, f"localhost:{server.port}")
+    loop = new_learner(config, server)
     assert loop.start()
+    loop.train(10)
+    return loop, config, server
+
+
+def test_off_publishes_the_trained_actor(plain_run):
+    loop, _, _ = plain_run
+    assert loop.learner.averager is None
     loop.train(2)
     for mine, actor in zip(loop.learner.variables().policy_weights, _values(_actor(loop))):
         np.testing.assert_array_equal(mine, actor)
 
 
 def test_turning_averaging_on_over_a_checkpoint_without_it_is_refused_clearly(
-    make_learner_config, make_learner, fill_replay
+    plain_run, new_learner
 ):
-    fill_replay(128)
-    plain = make_learner(make_learner_config())
-    assert plain.start()
-    plain.train(10)
+    _, config, server = plain_run  # trained without averaging: ckpt-10
+    averaged = dataclasses.replace(config, hparams=small_hparams(policy_averaging_tau=TAU))
     with pytest.raises(CheckpointError, match="written without policy averaging") as error:
-        make_learner(make_learner_config(hparams_overrides=dict(policy_averaging_tau=TAU)))
+        new_learner(averaged, server)
     assert "--policy_averaging_tau=0" in str(error.value)
     # The checkpoint is untouched: the run resumes as it was trained.
-    assert make_learner(make_learner_config()).step == 10
+    assert new_learner(config, server).step == 10
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 2, "x"])
