@@ -284,39 +284,39 @@ def make_learner(new_learner, reverb_server):
 # leaving the short ones for the end keeps every worker busy until the last
 # minute. Order only: a file missing here still runs, after these, in the usual
 # order.
-LONGEST_FILES_FIRST = (  # wall s per file in a full suite beside a learning run, 2026-11-28
-    "test_reliability.py",  # 374 s, 145 CPU-s
-    "test_reused_root_dir.py",  # 357 s, 94 CPU-s
-    "test_shards.py",  # 227 s, 100 CPU-s
-    "test_learning_benchmark.py",  # 209 s, 94 CPU-s
-    "test_docs_examples.py",  # 190 s, 78 CPU-s
-    "test_chaos.py",  # 120 s, 79 CPU-s
-    "test_learner.py",  # 103 s, 32 CPU-s
-    "test_prioritized_replay.py",  # 87 s, 23 CPU-s
-    "test_thread_launch.py",  # 85 s, 30 CPU-s
-    "test_eval_sync.py",  # 78 s, 39 CPU-s
-    "test_status.py",  # 76 s, 22 CPU-s
-    "test_policy_averaging.py",  # 74 s, 30 CPU-s
-    "test_exported_policy.py",  # 72 s, 19 CPU-s
-    "test_checkpoints.py",  # 69 s, 16 CPU-s
-    "test_ray_one_machine.py",  # 68 s, 17 CPU-s
-    "test_launch_shards.py",  # 67 s, 43 CPU-s
-    "test_help.py",  # 65 s, 51 CPU-s
-    "test_crossq.py",  # 65 s, 42 CPU-s
-    "test_evaluate_tool.py",  # 62 s, 33 CPU-s
-    "test_launch.py",  # 60 s, 33 CPU-s
-    "test_ownership.py",  # 53 s, 27 CPU-s
-    "test_ray_launch.py",  # 53 s, 14 CPU-s
-    "test_notebook.py",  # 53 s, 44 CPU-s
-    "test_peer_sb3loop.py",  # 51 s, 33 CPU-s
-    "test_load.py",  # 51 s, 66 CPU-s
-    "test_compose_run.py",  # 48 s, 39 CPU-s
-    "test_crossq_cost.py",  # 41 s, 26 CPU-s
-    "test_guards.py",  # 40 s, 26 CPU-s
-    "test_learning_rate_schedule.py",  # 40 s, 24 CPU-s
-    "test_normalization.py",  # 38 s, 24 CPU-s
-    "test_replay_checkpoints.py",  # 38 s, 35 CPU-s
-    "test_seed.py",  # 35 s, 60 CPU-s
+LONGEST_FILES_FIRST = (  # wall s per file in a fresh-clone suite alone, 2026-12-02 (ac8dec7)
+    "test_chaos.py",  # 221 s, 110 CPU-s
+    "test_learning_benchmark.py",  # 187 s, 124 CPU-s
+    "test_ray_launch.py",  # 182 s, 29 CPU-s
+    "test_shards.py",  # 141 s, 88 CPU-s
+    "test_docs_examples.py",  # 131 s, 101 CPU-s
+    "test_reliability.py",  # 128 s, 82 CPU-s
+    "test_learning_rate_schedule.py",  # 108 s, 31 CPU-s
+    "test_ray_one_machine.py",  # 106 s, 23 CPU-s
+    "test_reused_root_dir.py",  # 97 s, 60 CPU-s
+    "test_peer_sb3loop.py",  # 95 s, 37 CPU-s
+    "test_policy_averaging.py",  # 94 s, 39 CPU-s
+    "test_launch.py",  # 91 s, 45 CPU-s
+    "test_thread_launch.py",  # 90 s, 49 CPU-s
+    "test_crossq_cost.py",  # 87 s, 37 CPU-s
+    "test_crossq_ablations.py",  # 79 s, 63 CPU-s
+    "test_critic_layer_norm.py",  # 77 s, 30 CPU-s
+    "test_guards.py",  # 77 s, 38 CPU-s
+    "test_load.py",  # 75 s, 86 CPU-s
+    "test_notebook.py",  # 71 s, 54 CPU-s
+    "test_replay_checkpoints.py",  # 69 s, 42 CPU-s
+    "test_launch_shards.py",  # 68 s, 53 CPU-s
+    "test_ownership.py",  # 66 s, 36 CPU-s
+    "test_integration.py",  # 62 s, 45 CPU-s
+    "test_status.py",  # 61 s, 26 CPU-s
+    "test_own_env_run.py",  # 57 s, 37 CPU-s
+    "test_config_mismatch.py",  # 56 s, 17 CPU-s
+    "test_prioritized_replay.py",  # 56 s, 35 CPU-s
+    "test_kubernetes_run.py",  # 53 s, 43 CPU-s
+    "test_kubernetes.py",  # 50 s, 20 CPU-s
+    "test_seed.py",  # 50 s, 74 CPU-s
+    "test_compose_run.py",  # 50 s, 50 CPU-s
+    "test_evaluate_tool.py",  # 49 s, 34 CPU-s
 )
 
 
