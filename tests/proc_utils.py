@@ -150,3 +150,25 @@ def assert_greedy_policy_acts(root_dir: str, train_step: int) -> None:
     action = policy.action(env.reset()).action
     spec = env.action_spec()
     assert np.all(action >= spec.minimum) and np.all(action <= spec.maximum)
+
+
+def processes_mentioning(text: str) -> list:
+    """The pids whose command line contains `text` (a test's scratch path)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def kill_processes_mentioning(text: str) -> None:
+    """SIGKILLs every process whose command line contains `text`."""
+    for pid in processes_mentioning(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -17,11 +17,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
+import learning_cli
 import pytest
-from proc_utils import DEADLINE_S, read, wait_for_log
+from proc_utils import DEADLINE_S, processes_mentioning, read, wait_for_log
 
 from benchmarks import learning, learning_report
 from benchmarks.bench.sac_launch import parse_named_flags
@@ -47,29 +47,6 @@ TINY = [
 # runs (not four) check the plumbing, and the suite stays within its time budget.
 # Generous: two runs of TensorFlow start-up and a few hundred SGD steps, on a busy machine.
 SWEEP_TIMEOUT_S = 1800
-
-
-def _sweep(capsys, *args: str, work_dir: str, timeout_s: float = SWEEP_TIMEOUT_S) -> str:
-    """learning.py's sweep in this process; its stdout. Past `timeout_s` the runs
-    (every process that names `work_dir`) are killed, so a hang fails the sweep."""
-    deadline = threading.Timer(timeout_s, _kill_processes_mentioning, (work_dir,))
-    deadline.start()
-    try:
-        code = learning.main([*args, f"--work_dir={work_dir}"])
-    finally:
-        deadline.cancel()
-    captured = capsys.readouterr()
-    assert code == 0, captured.out[-4000:] + captured.err[-4000:]
-    return captured.out
-
-
-def _refused(capsys, *args: str) -> str:
-    """learning.py's CLI in this process, refusing `args` with exit 2 before anything
-    runs; what it wrote to stderr."""
-    with pytest.raises(SystemExit) as refusal:
-        learning.main(list(args))
-    assert refusal.value.code == 2, refusal.value.code
-    return capsys.readouterr().err
 
 
 def _points(*pairs, start_wall: float = 100.0):
@@ -307,7 +284,7 @@ def test_minitaur_rows_keep_decimals_and_name_the_tutorial_as_reference():
 def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path, capsys):
     out, work = str(tmp_path / "out"), str(tmp_path / "work")
     args = [*TINY, "--systems=ours,stock", f"--out={out}"]
-    first = _sweep(capsys, *args, work_dir=work)  # exit 0
+    first = learning_cli.sweep(capsys, *args, work_dir=work, timeout_s=SWEEP_TIMEOUT_S)  # exit 0
     assert "2 runs planned, 0 already done, 2 to run" in first
 
     for group in ("ours-preset", "stock-preset"):
@@ -354,30 +331,9 @@ def test_tiny_sweep_writes_the_table_and_curves_then_resumes(tmp_path, capsys):
     with open(os.path.join(out, "Pendulum-v1.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
-    second = _sweep(capsys, *args, work_dir=work, timeout_s=600)  # exit 0
+    second = learning_cli.sweep(capsys, *args, work_dir=work, timeout_s=600)  # exit 0
     assert "2 runs planned, 2 already done, 0 to run" in second
     assert "start " not in second
-
-
-def _processes_mentioning(text: str) -> list:
-    """The pids whose command line contains `text` (this test's scratch paths)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    pids.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return pids
-
-
-def _kill_processes_mentioning(text: str) -> None:
-    for pid in _processes_mentioning(text):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.slow
@@ -396,7 +352,7 @@ def test_sigterm_stops_the_runs_in_progress_and_records_none(tmp_path):
         eval_dir = os.path.join(work, "Pendulum-v1", "ours-preset", "seed0", "root", "eval")
         results = os.path.join(eval_dir, "results.csv")
         wait_for_log(results, r"\n0,", DEADLINE_S, {"the sweep": sweep})
-        jobs = _processes_mentioning(work)
+        jobs = processes_mentioning(work)
         assert len(jobs) >= 5, f"sac-launch and its four jobs: {jobs}"
         sweep.send_signal(signal.SIGTERM)
         assert sweep.wait(timeout=DEADLINE_S) == 130, read(log_path)[-3000:]
@@ -406,26 +362,26 @@ def test_sigterm_stops_the_runs_in_progress_and_records_none(tmp_path):
     said = read(log_path)
     assert "SIGTERM: stopped 1 run(s) in progress, not recorded" in said, said[-3000:]
     left = [pid for pid in jobs if os.path.exists(f"/proc/{pid}")]
-    assert not left and not _processes_mentioning(work), f"still running: {left}"
+    assert not left and not processes_mentioning(work), f"still running: {left}"
     assert not os.path.exists(os.path.join(out, "runs")), "an interrupted run is not recorded"
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     out = str(tmp_path / "out")
-    missing = _refused(
+    missing = learning_cli.refused(
         capsys, *TINY, "--systems=sb3", f"--sb3_python={tmp_path}/none", f"--out={out}"
     )
     assert "make bench-sb3" in missing
 
-    short = _refused(capsys, "--envs=Pendulum-v1", "--env_steps=500", f"--out={out}")
+    short = learning_cli.refused(capsys, "--envs=Pendulum-v1", "--env_steps=500", f"--out={out}")
     assert "must exceed Pendulum-v1's initial_collect_steps (1000)" in short
 
-    unlike = _refused(
+    unlike = learning_cli.refused(
         capsys, *TINY, "--systems=ours,stock", f"{TINY_COMMON_FLAGS} --n_step=3", f"--out={out}"
     )
     assert "set n_step=3, which the stock peer(s) do not implement" in unlike
     assert "--common_flags=--n_step=1" in unlike
-    decaying = _refused(
+    decaying = learning_cli.refused(
         capsys,
         *TINY,
         "--systems=ours,stock",  # not sb3: a fresh clone has no SB3 virtualenv
@@ -434,7 +390,7 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     )
     assert "set learning_rate_schedule=linear, which the stock peer(s)" in decaying
     assert "--common_flags=--learning_rate_schedule=constant" in decaying
-    averaging = _refused(
+    averaging = learning_cli.refused(
         capsys,
         *TINY,
         "--systems=ours,stock",
@@ -448,11 +404,11 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     # (Any existing file passes the --sb3_python check; nothing runs.)
     huber = f"{TINY_COMMON_FLAGS} --critic_loss=huber"
     sb3 = ["--systems=ours,stock,sb3", f"--sb3_python={sys.executable}"]
-    huber_sb3 = _refused(capsys, *TINY, *sb3, huber, f"--out={out}")
+    huber_sb3 = learning_cli.refused(capsys, *TINY, *sb3, huber, f"--out={out}")
     assert "set critic_loss=huber, which the sb3 peer(s) do not implement" in huber_sb3
     assert "--common_flags=--critic_loss=squared" in huber_sb3
 
-    bad = _refused(capsys, *TINY, "--variants=x=--batch_size=-1", f"--out={out}")
+    bad = learning_cli.refused(capsys, *TINY, "--variants=x=--batch_size=-1", f"--out={out}")
     assert "batch_size must be a positive integer" in bad
     assert not os.path.exists(os.path.join(out, "runs"))
 

@@ -6,15 +6,14 @@ still the real peer processes it starts, each with its own TensorFlow.
 """
 
 import os
-import signal
-import threading
 
+import learning_cli
 import numpy as np
 import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from benchmarks import learning, learning_report, peer_sb3loop
+from benchmarks import learning_report, peer_sb3loop
 from sac_distributed.algorithm import policy as policy_lib
 
 # Generous: TensorFlow's start-up and a few hundred SGD steps on a busy machine.
@@ -92,53 +91,9 @@ def test_a_policy_lag_below_one_step_is_refused():
         )
 
 
-def _processes_mentioning(text: str) -> list:
-    """The pids whose command line contains `text` (a sweep's scratch directory)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    pids.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return pids
-
-
-def _kill_runs(work_dir: str) -> None:
-    for pid in _processes_mentioning(work_dir):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _sweep(capsys, *args: str, work_dir: str) -> str:
-    """learning.py's sweep in this process; its stdout. Past RUN_TIMEOUT_S the runs
-    (every process that names `work_dir`) are killed, so a hang fails the sweep."""
-    deadline = threading.Timer(RUN_TIMEOUT_S, _kill_runs, (work_dir,))
-    deadline.start()
-    try:
-        code = learning.main([*args, f"--work_dir={work_dir}"])
-    finally:
-        deadline.cancel()
-    captured = capsys.readouterr()
-    assert code == 0, captured.out[-3000:] + captured.err[-3000:]
-    return captured.out
-
-
-def _refused(capsys, *args: str) -> str:
-    """learning.py's CLI in this process, refusing `args` with exit 2 before anything
-    runs; what it wrote to stderr."""
-    with pytest.raises(SystemExit) as refusal:
-        learning.main(list(args))
-    assert refusal.value.code == 2, refusal.value.code
-    return capsys.readouterr().err
-
-
 def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path, capsys):
     out = str(tmp_path / "out")
-    done = _sweep(
+    done = learning_cli.sweep(
         capsys,
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
@@ -150,6 +105,7 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path, cap
         "--common_flags=--initial_collect_steps=400 --batch_size=32",
         f"--out={out}",
         work_dir=str(tmp_path / "work"),
+        timeout_s=RUN_TIMEOUT_S,
     )
     assert "2 runs planned" in done
     assert "--policy_lag=100" in done  # the variant's own flag
@@ -168,25 +124,29 @@ def test_a_tiny_sweep_trains_one_update_per_step_after_the_warm_up(tmp_path, cap
 
 def test_variant_flags_go_only_to_a_system_that_can_follow_them(tmp_path, capsys):
     common = ["--envs=Pendulum-v1", "--env_steps=1500", f"--out={tmp_path / 'out'}"]
-    launch_flag = _refused(
+    launch_flag = learning_cli.refused(
         capsys, *common, "--systems=sb3loop", "--variants=lag=--variable_update_interval=1"
-    )  # _refused: exit 2
+    )  # refused: exit 2
     assert (
         "--variable_update_interval=1 is neither a hyperparameter nor an option of the sb3loop"
         in launch_flag
     )
-    own_flag = _refused(capsys, *common, "--systems=ours,sb3loop", "--variants=lag=--policy_lag=10")
+    own_flag = learning_cli.refused(
+        capsys, *common, "--systems=ours,sb3loop", "--variants=lag=--policy_lag=10"
+    )
     assert "--policy_lag is an option of the sb3loop hybrid, which sac-launch does not have" in (
         own_flag
     )
-    unfollowed = _refused(capsys, *common, "--systems=sb3loop", "--variants=n3=--n_step=3")
+    unfollowed = learning_cli.refused(
+        capsys, *common, "--systems=sb3loop", "--variants=n3=--n_step=3"
+    )
     assert "--variants n3 sets n_step=3, which the sb3loop peer does not implement" in unfollowed
     assert not os.path.exists(tmp_path / "out" / "runs")
 
 
 @pytest.mark.parametrize("flag", ["--normalize_observations", "--n_step=3"])
 def test_what_the_hybrid_cannot_follow_is_refused_before_anything_runs(tmp_path, capsys, flag):
-    refused = _refused(
+    refused = learning_cli.refused(
         capsys,
         "--envs=Pendulum-v1",
         "--systems=sb3loop",
@@ -194,6 +154,6 @@ def test_what_the_hybrid_cannot_follow_is_refused_before_anything_runs(tmp_path,
         f"--common_flags={flag}",
         f"--out={tmp_path / 'out'}",
     )
-    name = flag.lstrip("-").partition("=")[0]  # _refused: exit 2
+    name = flag.lstrip("-").partition("=")[0]  # refused: exit 2
     assert f"set {name}=" in refused and "sb3loop peer(s) do not implement" in refused
     assert not os.path.exists(tmp_path / "out" / "runs")
