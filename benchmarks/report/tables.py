@@ -186,6 +186,12 @@ WALKER_V5_ENT3 = _set(
     ("learning_mujoco_tuning", "ours-ent3"),
     note="`--target_entropy=-3`",
 )
+WALKER_V5_CLEANRL_ENT = _set(
+    "Walker2d-v5",
+    "ours, preset with target entropy -3 (Hopper-v5's combination)",
+    ("learning_mujoco_tuning", "ours-cleanrl_ent"),
+    note="`--target_entropy=-3` on top of the preset",
+)
 WALKER_V5_FORMER = _set(
     "Walker2d-v5",
     "ours, former preset (SB3's defaults: critic rate 3e-4, 10k warm-up)",
@@ -391,6 +397,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Walker2d-v5"],
+            WALKER_V5_CLEANRL_ENT,
             WALKER_V5_FORMER,
             WALKER_V5_N3,
             WALKER_V5_ENT3,
