@@ -169,6 +169,12 @@ HOPPER_V5_CLEANRL = _set(
     ("learning_mujoco_tuning", "ours-cleanrl"),
     note="`--critic_learning_rate=1e-3 --initial_collect_steps=5000`",
 )
+ANT_V5_N5 = _set(
+    "Ant-v5",
+    "ours, preset with 5-step returns",
+    ("learning_mujoco_tuning", "ours-n5"),
+    note="`--n_step=5`",
+)
 ANT_V5_ENT4 = _set(
     "Ant-v5",
     "ours, former preset, target entropy -4 (TF-Agents' -dim(A)/2)",
@@ -411,6 +417,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Ant-v5"],
+            ANT_V5_N5,
             ANT_V5_ENT4,
             MUJOCO_SB3["Ant-v5"],
             _set(

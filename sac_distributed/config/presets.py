@@ -125,7 +125,8 @@ PRESETS: Mapping[str, Hyperparams] = {
     # 0-5 against 515 [379, 639], higher on seeds 0-2 and lower on 3-5; -2, layer-normalized
     # critics and observation normalization did no better) and takes 3-step returns: 732
     # [524, 749] at 100k env steps over seeds 0-5 against 515 [379, 639] with 1-step, five
-    # seeds of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3).
+    # seeds of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3); 5-step: 731
+    # against 741 on seeds 0-2 (ours-n5).
     # Walker2d-v5 takes CleanRL's critic rate and warm-up since 2026-12-02: 665 [383, 960]
     # over seeds 0-5 against 615 [463, 808] with SB3's defaults, higher on four seeds of
     # six (SAC on v4: 690; learning_mujoco_tuning/, ours-cleanrl). 3-step returns gave 589
