@@ -216,6 +216,10 @@ def test_nan_rewards_raise_non_finite_loss_error_naming_the_step(default_then_na
     # training stopped at, at most one call (steps_per_call=10) later.
     steps = [int(m) for m in re.findall(r"train_step (\d+)", str(error))]
     assert steps and NUM_ITERATIONS <= steps[0] <= NUM_ITERATIONS + 10, str(error)
+    # It names the loss TensorFlow's numerics check caught, not its "Graph execution
+    # error:" header, and says what to change.
+    assert "loss is inf or nan" in str(error) and "Graph execution" not in str(error), str(error)
+    assert "--clip_policy_log_std" in str(error), str(error)
 
 
 def test_a_seed_fixes_the_initial_weights(make_learner, make_learner_config, tmp_path):

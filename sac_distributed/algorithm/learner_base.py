@@ -64,7 +64,15 @@ def call_update(fn, iterator: Iterator, num_steps: int, non_finite: NonFinite):
         # The updates check losses with tf.debugging.check_numerics.
         if "inf or nan" not in error.message:
             raise
-        raise non_finite(error.message.splitlines()[0]) from None
+        raise non_finite(_numerics_line(error.message)) from None
+
+
+def _numerics_line(message: str) -> str:
+    """The line of a failed numerics check that names the loss ("Critic loss is inf or
+    nan. : Tensor had NaN values"); TensorFlow's first line is only "Graph execution error:"."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    named = [line for line in lines if "inf or nan" in line]
+    return (named or lines or [message])[0]
 
 
 def checked_losses(outputs, non_finite: NonFinite) -> Losses:
@@ -81,7 +89,9 @@ def non_finite_error(algorithm: str, train_step: int, kept: str, detail: str) ->
         f"{algorithm} loss became NaN or inf at train_step {train_step} ({detail}). "
         f"Nothing from this step was saved; the last good checkpoint ({kept}) is kept. "
         "Lower the learning rates or reward_scale_factor, or check the environment's "
-        "rewards, then restart to resume from it."
+        "rewards; in the first steps on large observations (Humanoid-v5's reach thousands) "
+        "the actor's std overflows: add --clip_policy_log_std or --normalize_observations. "
+        "Then restart to resume from it."
     )
 
 
