@@ -127,6 +127,10 @@ PRESETS: Mapping[str, Hyperparams] = {
     # [524, 749] at 100k env steps over seeds 0-5 against 515 [379, 639] with 1-step, five
     # seeds of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3); 5-step: 731
     # against 741 on seeds 0-2 (ours-n5).
+    # Humanoid-v5 (since 2026-12-02) clips the actor's log std to [-20, 2], as SB3 and
+    # TF-Agents' std_clip_transform do: its observations reach thousands, and unclipped
+    # the first update's std overflows (NaN critic loss at train_step 1, all 3 seeds).
+    # Clipped: 513 [489, 649] at 100k env steps over seeds 0-2 (learning_mujoco/).
     # Walker2d-v5 takes CleanRL's critic rate and warm-up since 2026-12-02: 665 [383, 960]
     # over seeds 0-5 against 615 [463, 808] with SB3's defaults, higher on four seeds of
     # six (SAC on v4: 690; learning_mujoco_tuning/, ours-cleanrl). 3-step returns gave 589
@@ -138,6 +142,7 @@ PRESETS: Mapping[str, Hyperparams] = {
             ("Hopper-v5", 3, _HOPPER),
             ("Walker2d-v5", 6, _CLEANRL_CRITIC),
             ("Ant-v5", 8, {"n_step": 3}),
+            ("Humanoid-v5", 17, {"clip_policy_log_std": True}),
         )
     },
 }
