@@ -113,3 +113,11 @@ def test_a_short_run_without_a_preset_evaluates_often_and_is_rate_limited(tmp_pa
     # One update per env step, give or take the rate limiter's error buffer; actors
     # running free would have collected thousands meanwhile.
     assert env_steps <= 2 * (iterations + warm_up), rows[-1]
+
+
+def test_an_env_without_a_preset_clips_the_actors_log_std_unless_told_not_to():
+    assert config_lib.hyperparams_for(NO_PRESET).clip_policy_log_std
+    assert not config_lib.hyperparams_for(
+        NO_PRESET, {"clip_policy_log_std": False}
+    ).clip_policy_log_std
+    assert not config_lib.hyperparams_for("Pendulum-v1").clip_policy_log_std  # a preset: as tuned

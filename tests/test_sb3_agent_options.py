@@ -77,6 +77,14 @@ def test_unclipped_is_the_default_and_leaves_a_large_log_std_alone(env_specs):
     np.testing.assert_allclose(_numpy_stddev(weights, env_specs, None), np.exp(5.0), rtol=1e-5)
 
 
+def test_a_log_std_past_float32s_range_overflows_unclipped_and_not_clipped(env_specs):
+    # What large observations do to an untrained actor (Humanoid-v5's first update).
+    agent, _ = _agent_with_log_std(env_specs, 100.0)
+    assert np.isinf(_tf_stddev(agent, env_specs)).all()
+    agent, _ = _agent_with_log_std(env_specs, 100.0, clip_policy_log_std=True)
+    np.testing.assert_allclose(_tf_stddev(agent, env_specs), np.exp(2.0), rtol=1e-5)
+
+
 def test_clipped_samples_stay_near_the_mean(env_specs):
     """Sampling (the actors' path) uses the clipped std: with log std 5 unclipped
     nearly every action saturates at a bound, clipped to std e^2 far fewer do."""

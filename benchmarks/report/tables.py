@@ -100,8 +100,14 @@ MINITAUR = _set("MinitaurBulletEnv-v0", "ours, preset", ("learning", "ours-prese
 UNTUNED = _set(
     "InvertedPendulum-v5",
     "ours, no preset",
+    ("learning_untuned", "ours-clip"),
+    note="no preset: the generic defaults (the actor's log std clipped since 2026-12-02, "
+    "run as the variant `clip`) with the library's 10k random warm-up",
+)
+UNTUNED_UNCLIPPED = _set(
+    "InvertedPendulum-v5",
+    "ours, no preset, former generic defaults (log std unclipped)",
     ("learning_untuned", "ours-preset"),
-    note="no preset: the generic defaults with the library's 10k random warm-up",
 )
 MUJOCO = {
     # HalfCheetah-v5's preset trains at learning rates 1e-3 since 2026-11-28.
@@ -440,7 +446,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         ),
     ),
     "Humanoid-v5": ((50_000, 100_000), (MUJOCO["Humanoid-v5"],)),
-    "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED,)),
+    "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED, UNTUNED_UNCLIPPED)),
 }
 
 

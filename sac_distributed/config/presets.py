@@ -146,7 +146,11 @@ PRESETS: Mapping[str, Hyperparams] = {
         )
     },
 }
-GENERIC_PRESET = Hyperparams()
+# An env nobody tuned for clips the actor's log std to [-20, 2] (SB3's and TF-Agents'
+# std_clip_transform range): unclipped, observations in the thousands (Humanoid-v5's)
+# overflow the untrained actor's std and the first update is NaN. Untuned
+# InvertedPendulum-v5 reached 1000 on 3 seeds of 3 either way (learning_untuned/).
+GENERIC_PRESET = Hyperparams(clip_policy_log_std=True)
 # An env without a preset also gets, where no flag sets them, values scaled to the
 # run's length (generic_defaults): a tenth of num_iterations as warm-up and between
 # evaluations (at most this), and one update per env step.
