@@ -69,7 +69,8 @@ def test_the_banner_line_names_each_value():
     assert config_lib.describe_generic_defaults(NO_PRESET, hparams) == (
         f"no preset for {NO_PRESET}: generic defaults for 3000 train steps: 300 random "
         "warm-up env steps, an evaluation every 300 train steps, samples_per_insert=256 "
-        "(1 SGD steps per env step); each has a flag of the same name"
+        "(1 SGD steps per env step), the actor's log std clipped to [-20, 2] "
+        "(clip_policy_log_std); each has a flag of the same name"
     )
 
 

@@ -6,7 +6,11 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
 from sac_distributed.config.checks import _is_number, _require
-from sac_distributed.config.hyperparams import Hyperparams, crossq_unsupported_reset
+from sac_distributed.config.hyperparams import (
+    POLICY_LOG_STD_RANGE,
+    Hyperparams,
+    crossq_unsupported_reset,
+)
 from sac_distributed.errors import ConfigError
 
 # CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
@@ -193,8 +197,18 @@ def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
     return (
         f"no preset for {env_name}: generic defaults for {hparams.num_iterations} train "
         f"steps: {hparams.initial_collect_steps} random warm-up env steps, an evaluation every "
-        f"{hparams.eval_interval} train steps, " + rate + "; each has a flag of the same name"
+        f"{hparams.eval_interval} train steps, "
+        + rate
+        + _clip_text(hparams)
+        + "; each has a flag of the same name"
     )
+
+
+def _clip_text(hparams: Hyperparams) -> str:
+    if not hparams.clip_policy_log_std:
+        return ""
+    low, high = POLICY_LOG_STD_RANGE
+    return f", the actor's log std clipped to [{low:g}, {high:g}] (clip_policy_log_std)"
 
 
 def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None) -> Hyperparams:
