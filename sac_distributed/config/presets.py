@@ -6,11 +6,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
 from sac_distributed.config.checks import _is_number, _require
-from sac_distributed.config.hyperparams import (
-    POLICY_LOG_STD_RANGE,
-    Hyperparams,
-    crossq_unsupported_reset,
-)
+from sac_distributed.config.hyperparams import Hyperparams, crossq_unsupported_reset
 from sac_distributed.errors import ConfigError
 
 # CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
@@ -205,9 +201,9 @@ def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
 
 
 def _clip_text(hparams: Hyperparams) -> str:
-    if not hparams.clip_policy_log_std:
+    if hparams.policy_log_std_range is None:
         return ""
-    low, high = POLICY_LOG_STD_RANGE
+    low, high = hparams.policy_log_std_range
     return f", the actor's log std clipped to [{low:g}, {high:g}] (clip_policy_log_std)"
 
 
