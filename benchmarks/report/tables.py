@@ -132,12 +132,13 @@ MUJOCO = {
         ("learning_mujoco_tuning", "ours-cleanrl"),
         note="the preset's values, run as the variant `cleanrl`",
     ),
-    # Ant-v5's preset takes 3-step returns since 2026-12-01.
+    # Ant-v5's preset takes 3-step returns since 2026-12-01 and target entropy -4 since
+    # 2026-12-02.
     "Ant-v5": _set(
         "Ant-v5",
         "ours, preset",
-        ("learning_mujoco_tuning", "ours-n3"),
-        note="the preset's values, run as the variant `n3`",
+        ("learning_mujoco_tuning", "ours-n3ent4"),
+        note="the preset's values, run as the variant `n3ent4`",
     ),
     # Humanoid-v5's preset (SB3's defaults, the actor's log std clipped) since 2026-12-02.
     "Humanoid-v5": _set("Humanoid-v5", "ours, preset", ("learning_mujoco", "ours-preset")),
@@ -145,7 +146,7 @@ MUJOCO = {
 # Ant-v5's seeds 3-5 ran as the variant ent8 while the preset was at -4 for a day.
 ANT_V5_FORMER = _set(
     "Ant-v5",
-    "ours, former preset (1-step returns)",
+    "ours, first preset (1-step returns, target entropy -8)",
     ("learning_mujoco", "ours-preset"),
     ("learning_mujoco_tuning", "ours-ent8"),
     note="seeds 3-5 run as the variant `ent8` (`--target_entropy=-8`, that preset's value)",
@@ -177,15 +178,21 @@ HOPPER_V5_CLEANRL = _set(
     ("learning_mujoco_tuning", "ours-cleanrl"),
     note="`--critic_learning_rate=1e-3 --initial_collect_steps=5000`",
 )
+ANT_V5_N3 = _set(
+    "Ant-v5",
+    "ours, former preset (3-step returns, target entropy -8)",
+    ("learning_mujoco_tuning", "ours-n3"),
+    note="`--n_step=3`",
+)
 ANT_V5_N5 = _set(
     "Ant-v5",
-    "ours, preset with 5-step returns",
+    "ours, former preset with 5-step returns",
     ("learning_mujoco_tuning", "ours-n5"),
     note="`--n_step=5`",
 )
 ANT_V5_ENT4 = _set(
     "Ant-v5",
-    "ours, former preset, target entropy -4 (TF-Agents' -dim(A)/2)",
+    "ours, first preset (1-step returns), target entropy -4 (TF-Agents' -dim(A)/2)",
     ("learning_mujoco_tuning", "ours-ent4"),
 )
 WALKER_V5_N3 = _set(
@@ -425,19 +432,20 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         (50_000, 100_000),
         (
             MUJOCO["Ant-v5"],
+            ANT_V5_N3,
             ANT_V5_N5,
             ANT_V5_ENT4,
             MUJOCO_SB3["Ant-v5"],
             _set(
                 "Ant-v5",
-                "ours, preset, v4's observation (no contact forces)",
+                "ours, former preset (target entropy -8), v4's observation (no contact forces)",
                 ("learning_mujoco_tuning", "ours-n3v4obs"),
                 note="`--env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
             ),
             ANT_V5_FORMER,
             _set(
                 "Ant-v5",
-                "ours, former preset, v4's observation",
+                "ours, first preset, v4's observation",
                 ("learning_mujoco_tuning", "ours-v4obs"),
                 note="`--n_step=1 --env_kwargs='{\"include_cfrc_ext_in_observation\": false}'`",
             ),
