@@ -38,12 +38,14 @@ def actor_collecting(task: Optional[int] = None) -> str:
 def start(module: str, flags, log_path: str) -> subprocess.Popen:
     """Starts `python -m sac_distributed.bin.<module> flags...`, output to `log_path`."""
     log = open(log_path, "a")
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-u", "-m", f"sac_distributed.bin.{module}", *flags],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
     )
+    proc.log_path = log_path  # so a failure can show what the process said
+    return proc
 
 
 def run(module: str, *flags: str, timeout_s: float) -> subprocess.CompletedProcess:
@@ -79,11 +81,20 @@ def wait_for_log(
             return match
         for name, proc in (procs or {}).items():
             if proc.poll() is not None:
-                pytest.fail(f"{name} exited ({proc.returncode}) while waiting for {pattern!r}")
+                pytest.fail(
+                    f"{name} exited ({proc.returncode}) while waiting for {pattern!r}"
+                    f"{_log_tail(proc)}"
+                )
         time.sleep(0.2)
     pytest.fail(
         f"waited {deadline_s} s for {path} to log {pattern!r}; it did not:\n{read(path)[-3000:]}"
     )
+
+
+def _log_tail(proc: subprocess.Popen) -> str:
+    """The end of a process's log, for a failure message ('' if it has none)."""
+    path = getattr(proc, "log_path", None)
+    return f"; its log {path} ends:\n{read(path)[-3000:]}" if path else ""
 
 
 def settled(read_value, what: str, agreeing_reads: int = 4, interval_s: float = 0.5) -> int:
