@@ -108,11 +108,12 @@ class ActorLoop:
                 step += 1
                 if not self._out.writer.throttle():
                     self._wait_for_replay_capacity()
+                if step % _SUMMARY_CHECK_EVERY == 0:
+                    self._out.maybe_return_home()
             except TRANSIENT_ERRORS as error:
                 self._on_server_error(error)
             if step % _SUMMARY_CHECK_EVERY == 0:
                 self._summaries.maybe_write()
-                self._out.maybe_return_home()
         # Once the learner is done the rate limiter admits nothing more: don't wait.
         if not self._learner_done:
             self._drain()
@@ -140,6 +141,8 @@ class ActorLoop:
             return
         if loss is Loss.VARIABLES:
             self._reconnect_variables(error)
+            if self._out.closed:  # a failed move left no writer open on a live shard
+                self._out.open()
             return
         self._out.release()  # the server is gone: pending items are lost
         self._container.close()

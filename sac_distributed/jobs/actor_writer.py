@@ -19,7 +19,7 @@ from sac_distributed import replay
 from sac_distributed.config import Hyperparams
 from sac_distributed.jobs.actor_stats import ActorStats
 from sac_distributed.jobs.shard_failover import ShardFailover
-from sac_distributed.replay.connection import Connection
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.replay.layout import RowLayout
 from sac_distributed.replay.nstep import NStepAccumulator
 
@@ -74,6 +74,11 @@ class ActorWriter:
         )
         self._booked = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether the current writer was closed (and booked) without a new one opened."""
+        return self._booked
+
     def close(self, timeout_ms: int) -> None:
         """Closes the writer and books what it wrote (and dropped) into the stats, once."""
         if self._booked:
@@ -126,20 +131,50 @@ class ActorWriter:
     # --- shards ------------------------------------------------------------------
 
     def leave_shard(self, error: Exception) -> bool:
-        """Writes to the next live shard in ring order; False if none answers."""
+        """Writes to the next live shard in ring order; False if none answers.
+
+        A shard that answers the ping but not the new writer's table check (a
+        busy or just-restored server) counts as lost too, and the next is tried.
+        """
         self.close(timeout_ms=0)  # the shard is gone: pending items are lost
-        shard = self._failover.next_live_shard(self.shard, error)
-        if shard is None:
-            return False
-        self._move_to(shard)
-        return True
+        lost = self.shard
+        for _ in range(self._connection.num_shards):
+            shard = self._failover.next_live_shard(lost, error)
+            if shard is None:
+                return False
+            try:
+                self._move_to(shard)
+                return True
+            except TRANSIENT_ERRORS as open_error:
+                self._log_open_failed(shard, open_error)
+                lost, error = shard, open_error
+        return False
 
     def maybe_return_home(self) -> None:
-        """While away from the home shard: every shard probe interval, back if it answers."""
+        """While away from the home shard: every shard probe interval, back if it answers.
+
+        If the home shard answers the probe but not the new writer's table check,
+        the actor stays on the shard it was on and probes again an interval later.
+        """
         if not self._failover.home_answers_again(self.home, self.shard):
             return
+        away = self.shard
         self.close(timeout_ms=RETURN_HOME_FLUSH_MS)
-        self._move_to(self.home)
+        try:
+            self._move_to(self.home)
+        except TRANSIENT_ERRORS as error:
+            self._log_open_failed(self.home, error)
+            self.shard = away
+            self.open()  # an error here is the away shard's: the actor loop handles it
+
+    def _log_open_failed(self, shard: int, error: Exception) -> None:
+        logging.warning(
+            "Actor %d: replay shard %d answered a ping but not the new writer's table "
+            "check (%s); not writing to it for now.",
+            self._task,
+            shard,
+            str(error).splitlines()[0] if str(error) else type(error).__name__,
+        )
 
     def reopen_home(self) -> None:
         """After a full reconnect: a new writer to the home shard."""
@@ -147,11 +182,11 @@ class ActorWriter:
         self.open()
 
     def _move_to(self, shard: int) -> None:
+        self.shard = shard
+        self.open()
         logging.info(
             "Actor %d: writing to replay shard %d (home shard %d).", self._task, shard, self.home
         )
-        self.shard = shard
-        self.open()
         self._stats.shard_moves += 1
 
     def log_counts(self) -> None:
