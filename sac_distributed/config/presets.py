@@ -124,11 +124,11 @@ PRESETS: Mapping[str, Hyperparams] = {
     # entropy as above. Ant-v5 takes 3-step returns (732 [524, 749] at 100k env steps over
     # seeds 0-5 against 515 [379, 639] with 1-step, five seeds of six higher; 5-step 731
     # against 741 on seeds 0-2) and, since 2026-12-02, TF-Agents' target entropy -4: with
-    # 3-step returns 870 [725, 1019] on seeds 0-2 against -8's 741 [583, 742], higher on
-    # each seed (SAC on v4: 747; learning_mujoco_tuning/, ours-n3ent4). Seeds 3-5 are not
-    # run yet, and with 1-step returns -4 was higher on seeds 0-2 but lower on 3-5 (534
-    # [358, 910] against 515 [379, 639] over six). -2, layer-normalized critics and
-    # observation normalization did no better.
+    # 3-step returns 805 [506, 1019] over seeds 0-5 against -8's 732 [524, 749], five seeds
+    # of six higher (SAC on v4: 747; learning_mujoco_tuning/, ours-n3ent4). Seeds 0-2
+    # chose it, 3-5 confirmed it (754 against 723); with 1-step returns -4 was higher on
+    # seeds 0-2 but lower on 3-5 (534 [358, 910] against 515 [379, 639] over six). -2,
+    # layer-normalized critics and observation normalization did no better.
     # Humanoid-v5 (since 2026-12-02) clips the actor's log std to [-20, 2], as SB3 and
     # TF-Agents' std_clip_transform do: its observations reach thousands, and unclipped
     # the first update's std overflows (NaN critic loss at train_step 1, all 3 seeds).
