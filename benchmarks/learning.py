@@ -542,7 +542,8 @@ def _check_budget(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         _check_peers_can_follow(p, args, env_name)
 
 
-# Hyperparameters the peers do not implement: they always train with the default.
+# Hyperparameters the peers do not implement: they always train with the default
+# (SB3 follows those in peer_sb3.SB3_FOLLOWS).
 PEER_UNSUPPORTED = (
     "n_step",
     "prioritized_replay",
@@ -557,17 +558,19 @@ def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace
     peers = [s for s in args.systems if s != "ours"]
     if not peers:
         return
+    from benchmarks.peer_sb3 import SB3_FOLLOWS, SB3_UNSUPPORTED
     from sac_distributed.config import Hyperparams
 
     hp = resolved_hparams(env_name, args.common_flags)
-    unsupported = [(name, peers) for name in PEER_UNSUPPORTED]
+    unsupported = [
+        (name, [s for s in peers if not (s == "sb3" and name in SB3_FOLLOWS)])
+        for name in PEER_UNSUPPORTED
+    ]
     if "sb3" in peers:  # the stock loop and the hybrid build our agent and follow these
-        from benchmarks.peer_sb3 import SB3_UNSUPPORTED
-
         unsupported += [(name, ["sb3"]) for name in SB3_UNSUPPORTED]
     for name, refusing in unsupported:
         value, plain = getattr(hp, name), getattr(Hyperparams, name)
-        if value != plain:
+        if refusing and value != plain:
             p.error(
                 f"{env_name}'s hyperparameters set {name}={value}, which the "
                 f"{' and '.join(refusing)} peer(s) do not implement: they would train with "

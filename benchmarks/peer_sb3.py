@@ -88,12 +88,17 @@ def _target_entropy(hp: dict, action_dim: int) -> float:
 # Our hyperparameters SB3's SAC has no counterpart for, with the value it always
 # trains with: its critics are plain MLPs on the squared TD error.
 SB3_UNSUPPORTED = {"critic_loss": "squared", "critic_layer_norm": False}
+# Of the hyperparameters the other peers leave out, those SB3's SAC follows: n-step
+# returns (SB3 >= 2.6: `n_steps`, its NStepReplayBuffer; an episode's end, terminated
+# or truncated, cuts the sum short as ours does, and only termination stops the bootstrap).
+SB3_FOLLOWS = ("n_step",)
 
 
 def agent_kwargs(hp: dict, action_dim: int) -> dict:
     """SB3 SAC's arguments that shape its updates, from our hparams: the learning
     rate (one for all three; ours must agree), batch size, tau, gamma, target
-    update interval, temperature (learned, from 1) and its target, network sizes."""
+    update interval, temperature (learned, from 1) and its target, network sizes,
+    n-step returns."""
     for name, plain in SB3_UNSUPPORTED.items():
         if hp.get(name, plain) != plain:
             raise SystemExit(f"SB3 SAC cannot train with {name}={hp[name]}; use {plain}.")
@@ -108,6 +113,7 @@ def agent_kwargs(hp: dict, action_dim: int) -> dict:
         target_update_interval=hparam(hp, "target_update_period"),
         ent_coef="auto_1.0",
         target_entropy=_target_entropy(hp, action_dim),
+        n_steps=hparam(hp, "n_step"),
         policy_kwargs=dict(
             net_arch=dict(
                 pi=list(hparam(hp, "actor_fc_layer_params")),

@@ -83,6 +83,17 @@ def test_sb3_refuses_critic_options_its_sac_does_not_have():
             peer_sb3.agent_kwargs({**plain, name: value}, action_dim=1)
 
 
+def test_sb3_follows_n_step_returns():
+    import dataclasses
+
+    from benchmarks import peer_sb3
+    from sac_distributed.config import Hyperparams
+
+    plain = dataclasses.asdict(Hyperparams())
+    assert peer_sb3.agent_kwargs(plain, action_dim=1)["n_steps"] == 1
+    assert peer_sb3.agent_kwargs({**plain, "n_step": 3}, action_dim=1)["n_steps"] == 3
+
+
 def test_named_flag_sets_and_the_median_time_to_a_target():
     sets = parse_named_flags("base=; n3=--n_step=3 --seed=1;", "--sets")
     assert sets == {"base": (), "n3": ("--n_step=3", "--seed=1")}
@@ -407,6 +418,11 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     huber_sb3 = learning_cli.refused(capsys, *TINY, *sb3, huber, f"--out={out}")
     assert "set critic_loss=huber, which the sb3 peer(s) do not implement" in huber_sb3
     assert "--common_flags=--critic_loss=squared" in huber_sb3
+    # SB3's SAC follows n-step returns (n_steps); the stock loop does not.
+    n3 = learning_cli.refused(
+        capsys, *TINY, *sb3, f"{TINY_COMMON_FLAGS} --n_step=3", f"--out={out}"
+    )
+    assert "set n_step=3, which the stock peer(s) do not implement" in n3
 
     bad = learning_cli.refused(capsys, *TINY, "--variants=x=--batch_size=-1", f"--out={out}")
     assert "batch_size must be a positive integer" in bad
