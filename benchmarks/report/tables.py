@@ -435,6 +435,12 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
             ANT_V5_N3,
             ANT_V5_N5,
             ANT_V5_ENT4,
+            _set(
+                "Ant-v5",
+                "SB3, the preset's hyperparameters (3-step returns, target entropy -4)",
+                ("learning_mujoco_sb3_n3ent4", "sb3-preset"),
+                note="SB3's `n_steps=3` (its NStepReplayBuffer)",
+            ),
             MUJOCO_SB3["Ant-v5"],
             _set(
                 "Ant-v5",
