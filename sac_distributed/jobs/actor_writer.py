@@ -19,7 +19,7 @@ from sac_distributed import replay
 from sac_distributed.config import Hyperparams
 from sac_distributed.jobs.actor_stats import ActorStats
 from sac_distributed.jobs.shard_failover import ShardFailover
-from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection, first_line
 from sac_distributed.replay.layout import RowLayout
 from sac_distributed.replay.nstep import NStepAccumulator
 
@@ -173,7 +173,7 @@ class ActorWriter:
             "check (%s); not writing to it for now.",
             self._task,
             shard,
-            str(error).splitlines()[0] if str(error) else type(error).__name__,
+            first_line(error),
         )
 
     def reopen_home(self) -> None:

@@ -80,7 +80,7 @@ def connect(
             purpose,
             remaining_s,
             type(error).__name__,
-            _first_line(error)[:120],
+            first_line(error)[:120],
         )
 
     try:
@@ -203,7 +203,7 @@ class Connection:
             self._who,
             shard,
             self.replay_addresses[shard],
-            _first_line(error),
+            first_line(error),
             self.live_shards(),
         )
 
@@ -260,7 +260,7 @@ class Connection:
             "%s lost the Reverb server (%s: %s); reconnecting (waits up to %.0f s).",
             self._who,
             type(error).__name__,
-            _first_line(error),
+            first_line(error),
             self._config.connect_timeout_s,
         )
 
@@ -282,5 +282,6 @@ def _drop_frames(error: Optional[BaseException]) -> None:
         error = error.__cause__ or error.__context__
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: Exception) -> str:
+    """An error's first line (at most 200 characters), or its type's name if it has no text."""
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__

@@ -26,7 +26,7 @@ import numpy as np
 import reverb
 from absl import logging
 
-from sac_distributed.replay.connection import TRANSIENT_ERRORS
+from sac_distributed.replay.connection import TRANSIENT_ERRORS, first_line
 from sac_distributed.replay.signatures import REPLAY_TABLE
 from sac_distributed.replay.tables import INITIAL_PRIORITY
 
@@ -147,7 +147,7 @@ class PriorityUpdater:
                     worker.index,
                     worker.address,
                     len(batch),
-                    str(error).splitlines()[0][:200] if str(error) else type(error).__name__,
+                    first_line(error),
                 )
             return
         worker.sent += len(batch)
