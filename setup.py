@@ -12,10 +12,14 @@ _PYTHON_MIN = (3, 9)
 _PYTHON_MAX = (3, 11)
 
 if not (_PYTHON_MIN <= sys.version_info[:2] <= _PYTHON_MAX):
+    # One line, the way out that `make run` names too (scripts/find-python).
     sys.exit(
-        "sac_distributed needs Python 3.9-3.11 on Linux (dm-reverb has no wheels "
-        f"for Python {sys.version_info[0]}.{sys.version_info[1]}). Create a virtualenv "
-        "with python3.11 and install there."
+        "sac_distributed needs Python 3.9-3.11 on Linux (dm-reverb has no wheels for "
+        f"Python {sys.version_info[0]}.{sys.version_info[1]}). Make the virtualenv with "
+        'one and install there: uv python install 3.11 && "$(uv python find 3.11)" -m venv '
+        ".venv (uv itself: curl -LsSf https://astral.sh/uv/install.sh | sh; in this "
+        "repository `make run` then installs into .venv), or use the Docker image "
+        "(docker compose -f launch/docker-compose.yml up --build)."
     )
 if not sys.platform.startswith("linux"):
     sys.exit(
