@@ -1,16 +1,24 @@
-# Two entry points for a fresh machine with Python 3.11:
+# Two entry points for a fresh machine with Python 3.9-3.11:
 #   make run    installs what a run needs into .venv (if needed) and trains the embedded default
 #   make test   installs the test extra too (if needed), lints, and runs the test suite
 #   make docs   installs the docs extra (if needed) and serves the docs site on 127.0.0.1:8000
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Without such a Python they stop before creating anything, with one line saying how to get one.
+PYTHON ?=
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
 .PHONY: run test lint install install-test clean bench-sb3 docs docs-build
 
+# The Python a new virtualenv is made from: PYTHON if given, else the first 3.9-3.11 that
+# scripts/find-python finds. Only the recipes that create a virtualenv expand it, so an
+# existing .venv is used as it is. The script prints one word, the interpreter, or the one
+# line that says how to get one, which stops make here.
+venv_python = $(call checked_python,$(shell GOAL='$(MAKECMDGOALS)' $(SHELL) scripts/find-python $(PYTHON) 2>&1))
+checked_python = $(if $(word 2,$1),$(error $1),$1)
+
 $(BIN)/activate:
-	$(PYTHON) -m venv $(VENV)
+	$(venv_python) -m venv $(VENV)
 
 # A run needs the package alone; the test extra (Ray, MuJoCo, ruff, Jupyter, the
 # Kubernetes schemas, ...) is for `make test`.
@@ -53,7 +61,7 @@ SB3_VENV := benchmarks/.venv-sb3
 bench-sb3: $(SB3_VENV)/.installed
 
 $(SB3_VENV)/.installed: benchmarks/requirements-sb3.txt
-	$(PYTHON) -m venv $(SB3_VENV)
+	$(venv_python) -m venv $(SB3_VENV)
 	$(SB3_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SB3_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements-sb3.txt
 	@touch $@
