@@ -203,13 +203,20 @@ def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
         # The warm-up the budget assumed: without a preset, the run's own default
         # scales with --num_iterations (a tenth), so its env steps fell short.
         f"--initial_collect_steps={hp.initial_collect_steps}",
-        f"--samples_per_insert={hp.batch_size * budget.utd}",
+        *_rate_flag(hp, budget),
         f"--eval_interval={max(1, int(round(budget.eval_every * budget.utd)))}",
         f"--num_eval_episodes={budget.num_eval_episodes}",
         *(() if budget.async_eval else ("--wait_for_eval",)),
         *budget.common_flags,
         *spec.flags,
     ]
+
+
+def _rate_flag(hp, budget: Budget) -> tuple:
+    """--samples_per_insert for `utd` SGD steps per env step, where the preset's
+    own rate differs (every preset holds one per env step: utd 1 needs no flag)."""
+    rate = hp.batch_size * budget.utd
+    return () if hp.samples_per_insert == rate else (f"--samples_per_insert={rate}",)
 
 
 class Running:

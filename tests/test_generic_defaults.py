@@ -6,6 +6,7 @@ per run, where no flag sets them; sac-launch's banner states them.
 """
 
 import csv
+import dataclasses
 import subprocess
 import sys
 
@@ -59,7 +60,11 @@ def test_flags_win_over_the_derived_values():
 
 @pytest.mark.parametrize("env_name", sorted(config_lib.PRESETS))
 def test_presets_are_unchanged(env_name):
-    assert config_lib.hyperparams_for(env_name) == config_lib.PRESETS[env_name]
+    preset = config_lib.PRESETS[env_name]
+    one_update_per_env_step = dataclasses.replace(
+        preset, samples_per_insert=float(preset.batch_size)
+    )
+    assert config_lib.hyperparams_for(env_name) == one_update_per_env_step
     short = config_lib.hyperparams_for(env_name, {"num_iterations": 3000})
     assert short.eval_interval == config_lib.PRESETS[env_name].eval_interval
 
@@ -122,3 +127,14 @@ def test_an_env_without_a_preset_clips_the_actors_log_std_unless_told_not_to():
         NO_PRESET, {"clip_policy_log_std": False}
     ).clip_policy_log_std
     assert not config_lib.hyperparams_for("Pendulum-v1").clip_policy_log_std  # a preset: as tuned
+
+
+@pytest.mark.parametrize("env_name", sorted(config_lib.PRESETS))
+def test_a_preset_holds_one_update_per_env_step_unless_a_flag_says_otherwise(env_name):
+    preset = config_lib.hyperparams_for(env_name)
+    assert preset.samples_per_insert == preset.batch_size
+    assert config_lib.hyperparams_for(env_name, {"batch_size": 64}).samples_per_insert == 64
+    assert (
+        config_lib.hyperparams_for(env_name, {"samples_per_insert": 0}).samples_per_insert is None
+    )
+    assert config_lib.hyperparams_for(env_name, {"samples_per_insert": 32}).samples_per_insert == 32

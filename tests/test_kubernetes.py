@@ -206,7 +206,9 @@ def test_compose_commands_follow_overrides_and_leave_presets_out():
     )
     for service in ("reverb_server", "learner", "actor", "evaluator"):
         hparam_flags = [a for a in commands[service] if a.split("=")[0][2:] in _HPARAM_NAMES]
-        assert hparam_flags == ["--batch_size=512"], (service, commands[service])
+        # The update rate follows the batch size (one SGD step per env step), spelled out.
+        expected = ["--batch_size=512", "--samples_per_insert=512.0"]
+        assert hparam_flags == expected, (service, commands[service])
 
 
 _HPARAM_NAMES = {f for f in config_lib.Hyperparams.__dataclass_fields__}

@@ -28,6 +28,7 @@ from benchmarks.bench.sac_launch import parse_named_flags
 from benchmarks.bench.timing import median_time
 from benchmarks.learning_report import Point
 from benchmarks.peer_common import RESULTS_HEADER
+from sac_distributed import config as config_lib
 from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
@@ -470,3 +471,36 @@ def test_a_variant_names_crossq_ablations_and_layer_sizes_in_one_list_syntax():
     )
     assert hp.crossq_ablations == ("separate_passes", "no_policy_delay")
     assert hp.critic_joint_fc_layer_params == (32, 16)
+
+
+# What a learning run sets beyond the preset: its length and its evaluation schedule
+# (wait_for_eval: the learner waits for each evaluation, so it lands at its step).
+RUN_SCHEDULE = ("num_iterations", "eval_interval", "num_eval_episodes", "wait_for_eval")
+
+
+@pytest.mark.parametrize("env_name", sorted(config_lib.PRESETS))
+def test_a_published_run_passes_no_hyperparameter_its_preset_does_not_hold(env_name):
+    """`sac-launch --env_name=X` alone trains as X's README row did: every flag that
+    learning.py gives a preset run, but the run's length and evaluations, is the
+    preset's own value (one SGD step per env step included)."""
+    budget = learning.Budget(
+        env_steps=100_000, eval_every=5_000, num_eval_episodes=10, utd=1.0, common_flags=()
+    )
+    spec = learning.RunSpec(env_name, "ours", "preset", (), 0)
+    preset = learning.resolved_hparams(env_name, ())
+    argv = learning._ours_command(spec, budget, preset, "/tmp/unused")
+    passed = learning.flags_to_overrides([a for a in argv[1:] if a.startswith("--")])
+    assert preset.samples_per_insert == preset.batch_size
+    for name, value in passed.items():
+        if name not in RUN_SCHEDULE:
+            assert value == getattr(preset, name), f"--{name}={value}: the preset has another"
+
+
+def test_a_run_at_another_update_ratio_says_so_with_its_flag():
+    budget = learning.Budget(
+        env_steps=20_000, eval_every=2_000, num_eval_episodes=1, utd=0.5, common_flags=()
+    )
+    spec = learning.RunSpec("HalfCheetah-v5", "ours", "preset", (), 0)
+    hp = learning.resolved_hparams("HalfCheetah-v5", ())
+    argv = learning._ours_command(spec, budget, hp, "/tmp/unused")
+    assert "--samples_per_insert=128.0" in argv

@@ -26,6 +26,9 @@ COMPOSE_SERVICES = {
 }
 COMPOSE_ENV_VARIABLE = "SAC_ENV_NAME"
 COMPOSE_SERVER_GRACE = "120s"  # launch/docker-compose.yml's stop_grace_period of the server
+# launch/Dockerfile's FROM: Docker Hub's image unless SAC_BASE_IMAGE names another.
+BASE_IMAGE_VARIABLE = "SAC_BASE_IMAGE"
+DEFAULT_BASE_IMAGE = "python:3.11-slim"
 
 
 def compose_server_services(num_shards: int) -> List[str]:
@@ -75,7 +78,11 @@ def _compose_server_extras() -> dict:
     """What launch/docker-compose.yml gives `reverb_server` besides its command."""
     return {
         "image": DEFAULT_IMAGE,
-        "build": {"context": "..", "dockerfile": "launch/Dockerfile"},
+        "build": {
+            "context": "..",
+            "dockerfile": "launch/Dockerfile",
+            "args": {"BASE_IMAGE": f"${{{BASE_IMAGE_VARIABLE}:-{DEFAULT_BASE_IMAGE}}}"},
+        },
         "platform": "linux/amd64",
         "volumes": [f"sac_data:{DATA_DIR}"],
         "networks": ["reverb"],
