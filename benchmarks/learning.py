@@ -10,6 +10,8 @@ Each run trains to an env-step budget and leaves the evaluator's results.csv
          the one-process peers (--async_eval: the evaluator skips marks when busy);
   stock  the TF-Agents SAC tutorial loop in one process (peer_stock.py);
   sb3    Stable-Baselines3 SAC on torch (peer_sb3.py, its own virtualenv);
+  sb3defaults  the same with SB3's own defaults, not the preset's: what
+         `SAC("MlpPolicy", env)` trains with (the yardstick for untuned envs);
   sb3loop  TF-Agents' SacAgent (ours) inside SB3's training loop (peer_sb3loop.py):
          the hybrid that splits the update from the data path.
 
@@ -54,7 +56,9 @@ if __package__ in (None, ""):  # run as a file: the repo root, so that `benchmar
 from benchmarks import learning_report  # noqa: E402
 from benchmarks.bench.sac_launch import parse_named_flags, sac_launch_executable  # noqa: E402
 
-SYSTEMS = ("ours", "stock", "sb3", "sb3loop")
+SYSTEMS = ("ours", "stock", "sb3", "sb3loop", "sb3defaults")
+# The systems that run SB3 in its own virtualenv (--sb3_python).
+SB3_SYSTEMS = ("sb3", "sb3defaults")
 # The systems --variants applies to: ours (any sac-launch flag) and the hybrid
 # (hyperparameter flags and its own, peer_sb3loop.OWN_FLAGS).
 VARIANT_SYSTEMS = ("ours", "sb3loop")
@@ -162,9 +166,16 @@ def command(spec: RunSpec, budget: Budget, work: str, sb3_python: str) -> List[s
     hp = resolved_hparams(spec.env_name, budget.common_flags + spec.flags)
     if spec.system == "ours":
         return _ours_command(spec, budget, hp, work)
-    script = {"stock": "peer_stock.py", "sb3": "peer_sb3.py", "sb3loop": "peer_sb3loop.py"}
-    python = sb3_python if spec.system == "sb3" else sys.executable
+    script = {
+        "stock": "peer_stock.py",
+        "sb3": "peer_sb3.py",
+        "sb3defaults": "peer_sb3.py",
+        "sb3loop": "peer_sb3loop.py",
+    }
+    python = sb3_python if spec.system in SB3_SYSTEMS else sys.executable
     own = [f for f in spec.flags if _flag_name(f) in _hybrid_own_flags()] if spec.flags else []
+    if spec.system == "sb3defaults":
+        own = ["--own_defaults"]
     return [
         python,
         "-u",
@@ -504,9 +515,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     args.common_flags = tuple(shlex.split(args.common_flags))
     if args.utd <= 0 or args.parallel < 1 or args.eval_every < 1 or args.num_eval_episodes < 1:
         p.error("--utd must be > 0 and --parallel, --eval_every, --num_eval_episodes >= 1.")
-    if "sb3" in args.systems and not os.path.exists(args.sb3_python):
+    if set(SB3_SYSTEMS) & set(args.systems) and not os.path.exists(args.sb3_python):
         p.error(
-            f"--systems includes sb3 but {args.sb3_python} does not exist. Build the SB3 "
+            f"--systems includes SB3 but {args.sb3_python} does not exist. Build the SB3 "
             "virtualenv with `make bench-sb3` (torch and tf-agents need different "
             "typing_extensions, so SB3 has its own), or pass --sb3_python."
         )
@@ -562,7 +573,8 @@ PEER_UNSUPPORTED = (
 
 def _check_peers_can_follow(p: argparse.ArgumentParser, args: argparse.Namespace, env_name):
     """Refuses a peer run whose preset uses what the peer would silently leave out."""
-    peers = [s for s in args.systems if s != "ours"]
+    # sb3defaults trains with SB3's own hyperparameters, so it follows none of ours.
+    peers = [s for s in args.systems if s not in ("ours", "sb3defaults")]
     if not peers:
         return
     from benchmarks.peer_sb3 import SB3_FOLLOWS, SB3_UNSUPPORTED

@@ -47,7 +47,9 @@ def parse_args(
         add_own(p)
     args = p.parse_args(argv)
     args.hparams = json.loads(args.hparams_json)
-    if args.env_steps <= args.hparams["initial_collect_steps"]:
+    # With SB3's own defaults (peer_sb3 --own_defaults) the warm-up is SB3's, not ours.
+    warm_up = 0 if getattr(args, "own_defaults", False) else args.hparams["initial_collect_steps"]
+    if args.env_steps <= warm_up:
         p.error(
             f"--env_steps ({args.env_steps}) must exceed initial_collect_steps "
             f"({args.hparams['initial_collect_steps']}): nothing would be trained."

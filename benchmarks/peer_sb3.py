@@ -1,4 +1,5 @@
-"""Peer (b) of the learning benchmark: Stable-Baselines3 SAC with our hyperparameters.
+"""Peer (b) of the learning benchmark: Stable-Baselines3 SAC with our hyperparameters
+(or, with --own_defaults, with SB3's own: what a user who writes `SAC("MlpPolicy", env)` gets).
 
 Runs in its own virtualenv (`make bench-sb3` builds benchmarks/.venv-sb3):
 torch requires typing_extensions >= 4.8 and tf-agents 0.19 pins 4.5.0, so the
@@ -152,8 +153,31 @@ def torch_threads(value: str) -> int:
     return threads
 
 
+def _add_own(p) -> None:
+    p.add_argument(
+        "--own_defaults",
+        action="store_true",
+        help="SB3's own SAC defaults (learning_starts 100, lr 3e-4, batch 256, 256x256 nets, "
+        "target entropy -dim(A), ...) instead of --hparams_json; only the seed and the "
+        "update ratio (--utd) are ours",
+    )
+
+
+def sb3_model_kwargs(hp: dict, action_dim: int, own_defaults: bool, utd: float) -> dict:
+    """SAC(...)'s keyword arguments: ours mapped (agent_kwargs), or SB3's own defaults."""
+    steps = dict(train_freq=1, gradient_steps=max(1, int(round(utd))))
+    if own_defaults:
+        return steps
+    return dict(
+        buffer_size=hparam(hp, "replay_buffer_capacity"),
+        learning_starts=hparam(hp, "initial_collect_steps"),
+        **steps,
+        **agent_kwargs(hp, action_dim),
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv, __doc__.split("\n\n")[0])
+    args = parse_args(argv, __doc__.split("\n\n")[0], add_own=_add_own)
     import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
@@ -169,18 +193,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     model = SAC(
         "MlpPolicy",
         env,
-        buffer_size=hparam(hp, "replay_buffer_capacity"),
-        learning_starts=hparam(hp, "initial_collect_steps"),
-        train_freq=1,
-        gradient_steps=max(1, int(round(args.utd))),
         seed=args.seed,
         device="cpu",
         verbose=0,
-        **agent_kwargs(hp, action_dim),
+        **sb3_model_kwargs(hp, action_dim, args.own_defaults, args.utd),
     )
     writer = ResultsWriter(args.results)
     episodes = episode_log(args)
-    start = hparam(hp, "initial_collect_steps")
+    # Evaluations every --eval_every env steps after the warm-up learning.py planned
+    # (with SB3's own defaults: from the start, its learning_starts being 100).
+    start = 0 if args.own_defaults else hparam(hp, "initial_collect_steps")
 
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:

@@ -95,6 +95,28 @@ def test_sb3_follows_n_step_returns():
     assert peer_sb3.agent_kwargs({**plain, "n_step": 3}, action_dim=1)["n_steps"] == 3
 
 
+def test_sb3_with_its_own_defaults_gets_none_of_ours():
+    """The sb3defaults system: `SAC("MlpPolicy", env)` as a user writes it, with only the
+    update ratio ours; the preset's hyperparameters are not passed on."""
+    import dataclasses
+
+    from benchmarks import peer_sb3
+    from sac_distributed.config import Hyperparams
+
+    plain = dataclasses.asdict(Hyperparams())
+    own = peer_sb3.sb3_model_kwargs(plain, action_dim=1, own_defaults=True, utd=1.0)
+    assert own == {"train_freq": 1, "gradient_steps": 1}
+    mapped = peer_sb3.sb3_model_kwargs(plain, action_dim=1, own_defaults=False, utd=1.0)
+    assert mapped["learning_starts"] == plain["initial_collect_steps"]
+    budget = learning.Budget(
+        env_steps=10_000, eval_every=1_000, num_eval_episodes=10, utd=1.0, common_flags=()
+    )
+    spec = learning.RunSpec("InvertedPendulum-v5", "sb3defaults", "preset", (), 0)
+    argv = learning.command(spec, budget, "/tmp/unused", "/sb3/python")
+    assert argv[0] == "/sb3/python" and argv[2].endswith("peer_sb3.py")
+    assert argv[-1] == "--own_defaults"
+
+
 def test_named_flag_sets_and_the_median_time_to_a_target():
     sets = parse_named_flags("base=; n3=--n_step=3 --seed=1;", "--sets")
     assert sets == {"base": (), "n3": ("--n_step=3", "--seed=1")}
