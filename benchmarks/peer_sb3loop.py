@@ -54,7 +54,7 @@ from sac_distributed import config as config_lib  # noqa: E402
 from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
 from sac_distributed.algorithm import policy as policy_lib  # noqa: E402
 from sac_distributed.algorithm import sac_learner  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
+from sac_distributed.envs import loader as env_loader  # noqa: E402
 
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
 # This runner's own options: the flags a learning.py variant may give it besides
@@ -196,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     tf.random.set_seed(args.seed)
     env = GymEnv(args.env_name, args.seed)
     eval_env = GymEnv(args.env_name, args.seed + EVAL_SEED_OFFSET)
-    specs = specs_lib.specs_for(args.env_name)
+    specs = env_loader.specs_for(args.env_name)
     agent = agent_lib.make_agent(specs, hp)
     obs_dim = int(np.prod(specs.observation.shape))
     action_dim = int(np.prod(specs.action.shape))

@@ -31,7 +31,7 @@ from tf_agents.environments import wrappers  # noqa: E402
 from benchmarks.bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop  # noqa: E402
 from benchmarks.peer_common import ResultsWriter, episode_log, parse_args  # noqa: E402
 from sac_distributed import config as config_lib  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
+from sac_distributed.envs import loader as env_loader  # noqa: E402
 
 
 class LogsEpisodes(wrappers.PyEnvironmentBaseWrapper):
@@ -69,8 +69,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv, __doc__.split("\n\n")[0])
     hp = config_lib.Hyperparams(**args.hparams)
     tf.random.set_seed(args.seed)
-    collect_env = LogsEpisodes(specs_lib.load_env(args.env_name, args.seed), episode_log(args))
-    eval_env = specs_lib.load_env(args.env_name, args.seed + EVAL_SEED_OFFSET)
+    collect_env = LogsEpisodes(env_loader.load_env(args.env_name, args.seed), episode_log(args))
+    eval_env = env_loader.load_env(args.env_name, args.seed + EVAL_SEED_OFFSET)
     loop = make_stock_tutorial_loop(collect_env, args.env_name, hp, args.seed)
     evaluate = make_stock_evaluator(eval_env, loop.agent, loop.train_step, args.num_eval_episodes)
     writer = ResultsWriter(args.results)

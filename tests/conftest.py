@@ -36,7 +36,7 @@ import reverb  # noqa: E402
 
 from sac_distributed import config as config_lib  # noqa: E402
 from sac_distributed import replay  # noqa: E402
-from sac_distributed.algorithm import specs as specs_lib  # noqa: E402
+from sac_distributed.envs import loader as env_loader  # noqa: E402
 from sac_distributed.runtime import Metrics  # noqa: E402
 
 ENV_NAME = "Pendulum-v1"
@@ -122,7 +122,7 @@ def hparams() -> config_lib.Hyperparams:
 
 @pytest.fixture(scope="session")
 def env_specs():
-    return specs_lib.specs_for(ENV_NAME)
+    return env_loader.specs_for(ENV_NAME)
 
 
 @pytest.fixture(scope="session")

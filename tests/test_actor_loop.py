@@ -7,7 +7,7 @@ from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
@@ -48,8 +48,8 @@ def test_actor_writes_k_row_items_and_drops_non_finite_steps(
         max_env_steps=202,
         seed=1,
     )
-    envs = [NanRewardEvery(specs_lib.load_env(ENV_NAME, 1), NAN_EVERY)]
-    envs += [specs_lib.load_env(ENV_NAME, 2 + i) for i in range(num_envs - 1)]
+    envs = [NanRewardEvery(env_loader.load_env(ENV_NAME, 1), NAN_EVERY)]
+    envs += [env_loader.load_env(ENV_NAME, 2 + i) for i in range(num_envs - 1)]
     connection = Connection(client_config, "test actor", lambda: False)
     connection.open()
     try:
@@ -107,7 +107,7 @@ def test_actor_and_evaluator_make_numpy_blas_single_threaded(reverb_server, root
     hparams = small_hparams()
     connection = Connection(client_config, "test job", lambda: False)
     connection.open()
-    env = specs_lib.load_env(ENV_NAME, 1)
+    env = env_loader.load_env(ENV_NAME, 1)
     builds = {
         "evaluator": lambda: EvalLoop(
             config_lib.EvaluatorConfig(ENV_NAME, hparams, root_dir, client=client_config),

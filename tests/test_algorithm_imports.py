@@ -87,7 +87,6 @@ def test_every_algorithm_module_imports_without_reverb_ray_jobs_or_flags():
         "sac_distributed.algorithm.agent",
         "sac_distributed.algorithm.sac_learner",
         "sac_distributed.algorithm.policy",
-        "sac_distributed.algorithm.envs",
     } <= set(found["modules"])
     assert found["transport"] == []
     assert found["new_flags"] == []
@@ -99,3 +98,34 @@ def test_the_check_fails_for_a_module_that_imports_reverb():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
     assert "reverb is unimportable in this test" in result.stderr
+
+
+# Every module of sac_distributed/envs/, imported in a fresh interpreter: prints the
+# sac_distributed modules that came with them, and whether TensorFlow did when only
+# the package and `sources` (what a launcher checks a name with) were imported.
+_ENVS_CHILD = textwrap.dedent(
+    """
+    import importlib, json, pkgutil, sys
+
+    import sac_distributed.envs as envs
+    import sac_distributed.envs.sources  # noqa: F401
+    light = "tensorflow" in sys.modules
+    modules = sorted(f"sac_distributed.envs.{m.name}" for m in pkgutil.iter_modules(envs.__path__))
+    for module in modules:
+        importlib.import_module(module)
+    ours = sorted(n for n in sys.modules if n.startswith("sac_distributed."))
+    print(json.dumps({"modules": modules, "imported": ours, "tensorflow_light": light}))
+    """
+)
+
+
+def test_envs_import_nothing_of_the_algorithm_replay_or_jobs():
+    result = subprocess.run(
+        [sys.executable, "-c", _ENVS_CHILD], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"sac_distributed.envs.loader", "sac_distributed.envs.sources"} <= set(found["modules"])
+    above = ("sac_distributed.algorithm", "sac_distributed.replay", "sac_distributed.jobs")
+    assert [n for n in found["imported"] if n.startswith(above)] == []
+    assert found["tensorflow_light"] is False, "envs/__init__ or envs.sources imports TensorFlow"

@@ -18,7 +18,7 @@ from conftest import learner_config, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import (
     ServerUnreachableError,
     SignatureMismatchError,
@@ -29,17 +29,17 @@ from sac_distributed.errors import (
 
 
 def test_unknown_env_name_raises_env_error_naming_it():
-    with pytest.raises(specs_lib.EnvError, match="NoSuchEnv-v7") as raised:
-        specs_lib.load_env("NoSuchEnv-v7")
+    with pytest.raises(env_loader.EnvError, match="NoSuchEnv-v7") as raised:
+        env_loader.load_env("NoSuchEnv-v7")
     assert isinstance(raised.value, config_lib.ConfigError)  # binaries report it as a user error
     assert "Pendulum-v1" in str(raised.value)  # and suggest a valid id
 
 
 def test_discrete_action_env_is_rejected():
-    env = specs_lib.load_env("CartPole-v1")
+    env = env_loader.load_env("CartPole-v1")
     try:
-        with pytest.raises(specs_lib.EnvError, match="discrete actions"):
-            specs_lib.env_specs(env, "CartPole-v1")
+        with pytest.raises(env_loader.EnvError, match="discrete actions"):
+            env_loader.env_specs(env, "CartPole-v1")
     finally:
         env.close()
 

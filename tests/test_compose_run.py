@@ -452,10 +452,10 @@ def test_policies_exported(compose_run):
     import numpy as np
     from tf_agents.policies import py_tf_eager_policy
 
-    from sac_distributed.algorithm import specs as specs_lib
+    from sac_distributed.envs import loader as env_loader
 
     info = json.loads((compose_run.root_dir / "run_info.json").read_text())
-    env = specs_lib.load_env(info["env_name"], seed=0)
+    env = env_loader.load_env(info["env_name"], seed=0)
     spec = env.action_spec()
     time_step = env.reset()
     policies = compose_run.root_dir / "policies"

@@ -17,9 +17,9 @@ from conftest import ENV_NAME, learner_config, small_hparams
 
 from sac_distributed import paths, run_info
 from sac_distributed.algorithm import crossq
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.crossq_learner import CrossQLearner
 from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import ConfigError
 from sac_distributed.jobs.evaluation import run_episodes
 from sac_distributed.replay.variables import VariableContainer
@@ -73,7 +73,7 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
     spec = env_specs.action
     numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     numpy_policy.set_weights(snapshot.policy_weights, snapshot.normalization)
-    evaluator_returns, _ = run_episodes(specs_lib.load_env(ENV_NAME, SEED), numpy_policy, EPISODES)
+    evaluator_returns, _ = run_episodes(env_loader.load_env(ENV_NAME, SEED), numpy_policy, EPISODES)
 
     report = inspect_policy.evaluate(
         os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),

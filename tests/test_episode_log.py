@@ -8,7 +8,7 @@ from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, paths
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import ConfigError
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay.connection import Connection
@@ -48,7 +48,7 @@ def _actor_config(root_dir, address, max_env_steps):
 
 def test_each_finished_episode_is_logged_with_its_return_and_length(root_dir, server_address):
     config = _actor_config(root_dir, server_address, 2 * EPISODE + 50)
-    env = SumsRewards(specs_lib.load_env(ENV_NAME, 3))
+    env = SumsRewards(env_loader.load_env(ENV_NAME, 3))
     log = EpisodeLog(os.path.join(root_dir, "episodes.csv"))
     connection = Connection(config.client, "test actor", lambda: False)
     connection.open()

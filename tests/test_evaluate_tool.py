@@ -15,8 +15,8 @@ from conftest import ENV_NAME, learner_config
 from tf_agents.policies import random_py_policy
 
 from sac_distributed import jobs
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.jobs.evaluation import run_episodes
 from sac_distributed.replay.variables import VariableContainer
@@ -72,7 +72,7 @@ def test_greedy_saved_model_matches_numpy_policy_returns(exported):
     assert report.stats.endings == (inspect_policy.TIME_LIMIT,) * 2
     assert [len(o) for o in report.stats.last_observations] == [3, 3]  # cos, sin, velocity
 
-    env = specs_lib.load_env(ENV_NAME, seed=5)
+    env = env_loader.load_env(ENV_NAME, seed=5)
     spec = env.action_spec()
     numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, weights=weights)
     returns, _ = run_episodes(env, numpy_policy, 2, greedy=True)
@@ -85,7 +85,7 @@ def test_greedy_saved_model_matches_numpy_policy_returns(exported):
 def test_episodes_that_terminate_say_so_with_the_state_they_ended_in():
     # A random policy drops InvertedPendulum's pole within a few dozen steps; the
     # env ends the episode when the pole is more than 0.2 rad from upright.
-    env = specs_lib.load_env("InvertedPendulumBulletEnv-v0", seed=0)
+    env = env_loader.load_env("InvertedPendulumBulletEnv-v0", seed=0)
     try:
         policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec(), seed=0)
         stats = inspect_policy.run_episodes(env, policy, num_episodes=3)

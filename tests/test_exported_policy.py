@@ -14,8 +14,8 @@ import pytest
 from conftest import ENV_NAME, learner_config
 
 from sac_distributed import paths
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.evaluation import run_episodes
 from sac_distributed.replay.variables import VariableContainer
 from sac_distributed.tools import inspect_policy
@@ -43,7 +43,7 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
     spec = env_specs.action
     numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     numpy_policy.set_weights(snapshot.policy_weights, snapshot.normalization)
-    evaluator_returns, _ = run_episodes(specs_lib.load_env(ENV_NAME, SEED), numpy_policy, EPISODES)
+    evaluator_returns, _ = run_episodes(env_loader.load_env(ENV_NAME, SEED), numpy_policy, EPISODES)
 
     report = inspect_policy.evaluate(
         os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),
@@ -61,7 +61,7 @@ def test_saved_greedy_policy_plays_the_evaluators_episodes(finished_run, env_spe
 def _evaluate_seeing_start_states(monkeypatch, policy_dir: str, seed: int):
     """sac-evaluate's episodes with `seed`: (the start state of each, the returns)."""
     starts = []
-    load_env = specs_lib.load_env
+    load_env = env_loader.load_env
 
     def load_env_recording_resets(*args, **kwargs):
         env = load_env(*args, **kwargs)
@@ -76,7 +76,7 @@ def _evaluate_seeing_start_states(monkeypatch, policy_dir: str, seed: int):
         return env
 
     with monkeypatch.context() as patch:
-        patch.setattr(specs_lib, "load_env", load_env_recording_resets)
+        patch.setattr(env_loader, "load_env", load_env_recording_resets)
         report = inspect_policy.evaluate(policy_dir, 5, env_name=ENV_NAME, seed=seed)
     assert len(starts) == 5, "evaluate did not reset the environment once per episode"
     return np.stack(starts), np.asarray(report.stats.returns)

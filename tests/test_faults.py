@@ -8,7 +8,7 @@ from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
@@ -53,7 +53,7 @@ def test_actor_drops_non_finite_steps_counts_them_and_warns_once(
         max_env_steps=STEPS,
         seed=1,
     )
-    env = _FaultyEnv(specs_lib.load_env("Pendulum-v1", seed=1))
+    env = _FaultyEnv(env_loader.load_env("Pendulum-v1", seed=1))
     connection = Connection(config.client, "test actor", lambda: False)
     connection.open()
     stats = ActorLoop(config, [env], connection, Metrics(None), lambda: False).run()

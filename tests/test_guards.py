@@ -18,7 +18,7 @@ from proc_utils import DEADLINE_S, run
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def _error_lines(stderr: str):
 
 def _server_on(port: int, root: str) -> reverb.Server:
     config = config_lib.ServerConfig(ENV_NAME, small_hparams(), root, port=port)
-    return reverb.Server(replay.make_tables(config, specs_lib.specs_for(ENV_NAME)), port=port)
+    return reverb.Server(replay.make_tables(config, env_loader.specs_for(ENV_NAME)), port=port)
 
 
 def test_second_server_on_a_port_served_by_reverb_is_refused(tmp_path, free_port):

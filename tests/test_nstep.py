@@ -9,7 +9,7 @@ from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay import RowLayout, row_layout
 from sac_distributed.replay.connection import Connection
@@ -152,7 +152,7 @@ def test_actor_writes_one_n_step_transition_per_step(new_server, root_dir, env_s
     config = config_lib.ActorConfig(
         ENV_NAME, hparams, root_dir, client=client_config, num_envs=num_envs, max_env_steps=400
     )
-    envs = [RecordSteps(specs_lib.load_env(ENV_NAME, 5 + i)) for i in range(num_envs)]
+    envs = [RecordSteps(env_loader.load_env(ENV_NAME, 5 + i)) for i in range(num_envs)]
     connection = Connection(client_config, "test actor", lambda: False)
     connection.open()
     try:

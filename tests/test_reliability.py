@@ -222,7 +222,7 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
     import tensorflow as tf
 
     from sac_distributed import config as config_lib
-    from sac_distributed.algorithm import specs as specs_lib
+    from sac_distributed.envs import loader as env_loader
     from sac_distributed.jobs import learner_loop
     from sac_distributed.jobs import watchdog as watchdog_lib
     from sac_distributed.jobs.learner_loop import LearnerLoop
@@ -265,7 +265,7 @@ def test_learner_in_process_recovers_when_its_server_goes_away(tmp_path, caplog,
     connection.open()
     loop = LearnerLoop(
         config,
-        specs_lib.specs_for("Pendulum-v1"),
+        env_loader.specs_for("Pendulum-v1"),
         tf.distribute.get_strategy(),
         connection,
         Metrics(None),

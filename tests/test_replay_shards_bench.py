@@ -21,8 +21,8 @@ from benchmarks.bench import cgroups, settings, shards
 from benchmarks.bench.experience import inserted_items
 from benchmarks.bench.settings import parse_settings, throughput_hparams
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ServerConfig
+from sac_distributed.envs import loader as env_loader
 
 SHARDS = ["--mode=replay_shards"]
 
@@ -229,7 +229,7 @@ def test_worker_writes_then_samples_a_real_server(tmp_path):
     s = parse_settings([*SHARDS, "--shard_counts=1", "--writers=1", "--samplers=1"])
     hp = throughput_hparams(s)
     config = ServerConfig(s.env_name, hp, str(tmp_path))
-    server = reverb.Server(replay.make_tables(config, specs_lib.specs_for(s.env_name)), port=None)
+    server = reverb.Server(replay.make_tables(config, env_loader.specs_for(s.env_name)), port=None)
     address = f"localhost:{server.port}"
     worker = shards.Worker(s, hp, 0, str(tmp_path / "worker.log"))
     try:

@@ -27,7 +27,7 @@ from proc_utils import DEADLINE_S, read, settled, start, stop, wait_for_log
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import SignatureMismatchError
 from sac_distributed.jobs import learner_loop
 from sac_distributed.jobs import watchdog as watchdog_lib
@@ -236,7 +236,7 @@ def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_di
         task=0,  # home shard 0
         seed=3,
     )
-    envs = [specs_lib.load_env(ENV_NAME, seed=3)]
+    envs = [env_loader.load_env(ENV_NAME, seed=3)]
     connection = Connection(config.client, "test actor", lambda: False)
     connection.open()
     stop = threading.Event()

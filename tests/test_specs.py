@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import SignatureMismatchError
 
 
@@ -163,7 +163,7 @@ def _run_episode(env, action_fn):
 
 
 def test_a_time_limit_ending_keeps_discount_one():
-    env = specs_lib.load_env("Pendulum-v1", seed=0)
+    env = env_loader.load_env("Pendulum-v1", seed=0)
     try:
         steps, discount = _run_episode(env, lambda: np.zeros(1, np.float32))
     finally:
@@ -173,7 +173,7 @@ def test_a_time_limit_ending_keeps_discount_one():
 
 
 def test_a_true_termination_keeps_discount_zero():
-    env = specs_lib.load_env("CartPole-v1", seed=0)
+    env = env_loader.load_env("CartPole-v1", seed=0)
     try:
         steps, discount = _run_episode(env, lambda: np.int64(1))  # always push right: falls
     finally:
@@ -192,7 +192,7 @@ def _balance(observation) -> np.ndarray:
 def test_pybullet_pole_endings_reach_the_critic_as_they_happened():
     """InvertedPendulumBullet: a balanced pole ends at the 1000-step limit with
     discount 1 (bootstrap), a fallen pole ends early with discount 0 (terminal)."""
-    env = specs_lib.load_env("InvertedPendulumBulletEnv-v0", seed=0)
+    env = env_loader.load_env("InvertedPendulumBulletEnv-v0", seed=0)
     try:
         time_step, steps = env.reset(), 0
         while not time_step.is_last():
@@ -212,7 +212,7 @@ def test_a_pybullet_walker_steps_as_gym_makes_it():
     import gym
 
     name, seed = "Walker2DBulletEnv-v0", 3
-    ours = specs_lib.load_env(name, seed=seed)
+    ours = env_loader.load_env(name, seed=seed)
     theirs = gym.make(name)
     theirs.seed(seed)
     rng = np.random.default_rng(0)

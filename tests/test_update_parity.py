@@ -31,7 +31,7 @@ def test_flags_apply_to_the_preset():
 def test_an_env_with_other_action_bounds_is_refused(env_specs):
     with pytest.raises(SystemExit, match=r"Pendulum-v1's actions lie in \[-2.0, 2.0\]"):
         update_parity.check_unit_action_bounds(env_specs, "Pendulum-v1")
-    walker = update_parity.specs_lib.specs_for("Walker2DBulletEnv-v0")
+    walker = update_parity.env_loader.specs_for("Walker2DBulletEnv-v0")
     update_parity.check_unit_action_bounds(walker, "Walker2DBulletEnv-v0")  # [-1, 1]: fine
 
 

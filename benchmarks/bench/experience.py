@@ -19,9 +19,9 @@ from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import replay
 from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import specs as specs_lib
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs.specs import EnvSpecs
 
 RandomStep = Tuple[ts.TimeStep, np.ndarray, ts.TimeStep]
 
@@ -32,7 +32,7 @@ def collect_random_steps(env_name: str, count: int, seed: int) -> List[RandomSte
     The env auto-resets as under the stock PyDriver: the step after a LAST
     step is a boundary (LAST -> FIRST) whose action is ignored.
     """
-    env = specs_lib.load_env(env_name, seed)
+    env = env_loader.load_env(env_name, seed)
     policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec(), seed=seed)
     steps: List[RandomStep] = []
     time_step = env.reset()

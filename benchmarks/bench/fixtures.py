@@ -30,9 +30,9 @@ from benchmarks.bench import experience, stock
 from benchmarks.bench.servers import ServerProcess, our_server_process, stock_server_process
 from benchmarks.bench.settings import NEVER, Settings, throughput_hparams
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import ClientConfig, LearnerConfig, ServerConfig
+from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.jobs.learner_loop import LearnerLoop
 from sac_distributed.replay.connection import Connection
 from sac_distributed.replay.variables import VariableContainer
@@ -82,7 +82,7 @@ class Bench:
 
     @functools.cached_property
     def specs(self) -> EnvSpecs:
-        return specs_lib.specs_for(self.settings.env_name)
+        return env_loader.specs_for(self.settings.env_name)
 
     @functools.cached_property
     def random_steps(self) -> List[experience.RandomStep]:

@@ -24,8 +24,8 @@ from benchmarks.bench.settings import PIECES
 from benchmarks.bench.stock import STOCK_TABLE
 from benchmarks.bench.timing import Measure, lead_in_for, run_for, timed_rate
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, ClientConfig
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_loop import ActorLoop
 from sac_distributed.replay.connection import Connection
 from sac_distributed.runtime import Metrics
@@ -36,7 +36,7 @@ REPLAY_CHUNK = 256  # inserts between clock checks
 
 def setup_raw_env(bench: Bench) -> Measure:
     """The py env alone: uniform random actions, no policy, no writing."""
-    env = specs_lib.load_env(bench.settings.env_name, bench.settings.seed)
+    env = env_loader.load_env(bench.settings.env_name, bench.settings.seed)
     spec = env.action_spec()
     rng = np.random.default_rng(bench.settings.seed)
     low, high = np.broadcast_to(spec.minimum, spec.shape), np.broadcast_to(spec.maximum, spec.shape)
@@ -56,7 +56,7 @@ def setup_raw_env(bench: Bench) -> Measure:
 def setup_stock_actor(bench: Bench) -> Measure:
     """tf_agents Actor + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver."""
     stock = bench.stock_replay
-    env = specs_lib.load_env(bench.settings.env_name, bench.settings.seed)
+    env = env_loader.load_env(bench.settings.env_name, bench.settings.seed)
     policy = py_tf_eager_policy.PyTFEagerPolicy(stock.agent.collect_policy, use_tf_function=True)
     observer = stock.observer()
     actor = tfa_actor.Actor(
@@ -85,7 +85,7 @@ def setup_actor(bench: Bench) -> Measure:
         seed=s.seed,
         variable_update_interval=s.variable_update_interval,
     )
-    envs = [specs_lib.load_env(s.env_name, s.seed + i) for i in range(s.num_envs)]
+    envs = [env_loader.load_env(s.env_name, s.seed + i) for i in range(s.num_envs)]
     connection = Connection(client_config, "benchmark actor", lambda: False)
     connection.open()
 

@@ -32,7 +32,7 @@ from typing import Dict, Iterator, Optional, TextIO
 import numpy as np
 
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 
 CONNECT_TIMEOUT_S = 120.0
 ROWS_PER_CLOCK_READ = 32  # rows written between two looks at the clock
@@ -43,7 +43,7 @@ class ShardWorker:
     """Writes to or samples from one replay server at a time, on request."""
 
     def __init__(self, env_name: str, transitions_per_item: int, seed: int):
-        self._specs = specs_lib.specs_for(env_name)
+        self._specs = env_loader.specs_for(env_name)
         self._k = transitions_per_item
         width = replay.row_layout(self._specs).width
         rng = np.random.default_rng(seed)

@@ -29,9 +29,9 @@ from tf_agents.train import actor as tfa_actor
 from tf_agents.train import learner as tfa_learner
 
 from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import specs as specs_lib
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs.specs import EnvSpecs
 
 STOCK_TABLE = "uniform_table"  # the tutorial's table name, on its own server
 STOCK_PREFETCH = 50  # the tutorial's .prefetch(50)
@@ -105,7 +105,7 @@ def make_stock_tutorial_loop(
     collect_env: py_environment.PyEnvironment, env_name: str, hp: Hyperparams, seed: int
 ) -> StockTutorialLoop:
     """Builds the tutorial loop on `collect_env` and runs its random initial collect."""
-    agent, train_step = make_stock_agent(specs_lib.env_specs(collect_env, env_name), hp)
+    agent, train_step = make_stock_agent(env_loader.env_specs(collect_env, env_name), hp)
     server = reverb.Server([stock_table(hp.replay_buffer_capacity)], port=None)
     buffer = stock_buffer(agent, local_server=server)
     observer = stock_observer(buffer.py_client)

@@ -25,8 +25,8 @@ from benchmarks.bench.settings import Settings, preset_hparams
 from benchmarks.bench.stock import EVAL_SEED_OFFSET, make_stock_evaluator, make_stock_tutorial_loop
 from benchmarks.bench.timing import median_time
 from sac_distributed import paths, results
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import ConfigError
 
 
@@ -89,8 +89,8 @@ def stock_time_to_return(s: Settings, hp: Hyperparams) -> Optional[Reached]:
     """The TF-Agents SAC tutorial loop, in-process, until the target or the cap."""
     start = time.monotonic()
     deadline = start + 60.0 * s.max_minutes
-    collect_env = specs_lib.load_env(s.env_name, s.seed)
-    eval_env = specs_lib.load_env(s.env_name, s.seed + EVAL_SEED_OFFSET)
+    collect_env = env_loader.load_env(s.env_name, s.seed)
+    eval_env = env_loader.load_env(s.env_name, s.seed + EVAL_SEED_OFFSET)
     loop = make_stock_tutorial_loop(collect_env, s.env_name, hp, s.seed)
     try:
         evaluate = make_stock_evaluator(eval_env, loop.agent, loop.train_step, hp.num_eval_episodes)

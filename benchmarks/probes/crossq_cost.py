@@ -33,8 +33,8 @@ import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it select
 from sac_distributed import replay
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import learners
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import hyperparams_for
+from sac_distributed.envs import loader as env_loader
 
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 Pair = Tuple[str, int]  # (algorithm, critic width)
@@ -58,7 +58,7 @@ def _learner(env_name: str, specs, algorithm: str, width: int):
 
 def measure(args: argparse.Namespace) -> Tuple[Dict[Pair, List[float]], int]:
     """Steps/s per (algorithm, width), one value per round; and the batch size."""
-    specs = specs_lib.specs_for(args.env_name)
+    specs = env_loader.specs_for(args.env_name)
     pairs: List[Pair] = [(a, w) for w in args.widths for a in ("sac", "crossq")]
     built = {pair: _learner(args.env_name, specs, *pair) for pair in pairs}
     batch_size = next(iter(built.values()))[1].batch_size

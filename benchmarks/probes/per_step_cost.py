@@ -44,8 +44,8 @@ import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it select
 from sac_distributed import replay
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import sac_learner
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import hyperparams_for
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.replay import priorities
 
 MODES = ("uniform", "per", "per+updates", "xla")
@@ -128,7 +128,7 @@ def xla_steps(learner: sac_learner.SacLearner):
 
 def measure(args: argparse.Namespace) -> Dict[str, List[float]]:
     """Steps/s per mode, one value per round."""
-    specs = specs_lib.specs_for(args.env_name)
+    specs = env_loader.specs_for(args.env_name)
     hparams = hyperparams_for(args.env_name, {"prioritized_replay": True})
     items_per_batch = hparams.batch_size // hparams.transitions_per_item
     server = _server_with_items(hparams, specs, max(1000, items_per_batch))

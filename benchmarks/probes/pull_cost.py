@@ -30,7 +30,7 @@ import reverb
 import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.replay.variables import VariableContainer
 
 
@@ -55,7 +55,7 @@ def measure(env_name: str, calls: int) -> Dict[str, object]:
         address = f"localhost:{port}"
         client = replay.connect(address, 300, "pull_cost")
         hparams = config_lib.hyperparams_for(env_name, {})
-        shapes = replay.variable_signature(specs_lib.specs_for(env_name), hparams)[
+        shapes = replay.variable_signature(env_loader.specs_for(env_name), hparams)[
             replay.POLICY_VARIABLES
         ]
         weights = [np.zeros(s.shape, np.float32) for s in shapes]

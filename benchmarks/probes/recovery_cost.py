@@ -54,8 +54,8 @@ def measure(env_name: str, overrides: dict, steps_per_call: int) -> dict:
 
     from sac_distributed import config as config_lib
     from sac_distributed import replay
-    from sac_distributed.algorithm import specs as specs_lib
     from sac_distributed.algorithm.learners import make_learner
+    from sac_distributed.envs import loader as env_loader
     from sac_distributed.jobs.server import make_server
 
     # MinSize: the tool samples as fast as it likes from what it wrote once.
@@ -64,7 +64,7 @@ def measure(env_name: str, overrides: dict, steps_per_call: int) -> dict:
     port = portpicker.pick_unused_port()
     address = f"localhost:{port}"
     server = make_server(config_lib.ServerConfig(env_name, hparams, root, port=port), port)
-    specs = specs_lib.specs_for(env_name)
+    specs = env_loader.specs_for(env_name)
     client = server.localhost_client()
     writer = replay.TransitionWriter(client, hparams.transitions_per_item)
     obs_dim = specs.observation.shape[0]

@@ -20,7 +20,7 @@ import numpy as np
 import sac_distributed  # noqa: F401  (selects Keras 2 before TensorFlow)
 from sac_distributed import config as config_lib
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.server import ServerLoop, make_server
 from sac_distributed.runtime import Metrics
 
@@ -45,7 +45,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     hparams = config_lib.hyperparams_for(args.env_name)
     root = tempfile.mkdtemp(prefix="replay_ckpt_")
     config = config_lib.ServerConfig(args.env_name, hparams, root, port=0)
-    specs = specs_lib.specs_for(args.env_name)
+    specs = env_loader.specs_for(args.env_name)
     server = make_server(config)
     transitions = int(hparams.replay_buffer_capacity * args.fill)
     fill_s = _fill(server, specs, transitions)

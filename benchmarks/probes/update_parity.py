@@ -46,7 +46,7 @@ from benchmarks import learning
 from sac_distributed import config as config_lib
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import sac_learner
-from sac_distributed.algorithm import specs as specs_lib
+from sac_distributed.envs import loader as env_loader
 
 BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SB3_PYTHON = os.path.join(BENCHMARKS, ".venv-sb3", "bin", "python")
@@ -296,7 +296,7 @@ def print_losses(losses: dict) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     hp = hyperparams(args.env_name, args.flags)
-    specs = specs_lib.specs_for(args.env_name)
+    specs = env_loader.specs_for(args.env_name)
     check_unit_action_bounds(specs, args.env_name)
     inputs = make_inputs(specs, hp, args)
     with tempfile.TemporaryDirectory() as work:

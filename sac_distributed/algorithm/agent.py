@@ -6,7 +6,6 @@ the learner binary, the in-process tests and the notebook.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Dict, List, Optional, Tuple
@@ -16,22 +15,12 @@ from tf_agents.agents.ddpg import critic_network
 from tf_agents.agents.sac import sac_agent
 from tf_agents.networks import actor_distribution_network, network
 from tf_agents.policies import actor_policy
-from tf_agents.specs import tensor_spec
-from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
 from sac_distributed.algorithm import squash
 from sac_distributed.algorithm.normalization import NormalizedCriticNetwork, ObservationNormalizer
 from sac_distributed.config import Hyperparams
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvSpecs:
-    """Tensor specs of one environment, the source of every signature."""
-
-    observation: tensor_spec.TensorSpec
-    action: tensor_spec.BoundedTensorSpec
-    time_step: ts.TimeStep
+from sac_distributed.envs.specs import EnvSpecs
 
 
 def make_actor_network(specs: EnvSpecs, hparams: Hyperparams) -> network.Network:

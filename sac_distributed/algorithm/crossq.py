@@ -32,7 +32,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
-from sac_distributed.algorithm.agent import EnvSpecs, td_errors_loss_fn, torch_default_init
+from sac_distributed.algorithm.agent import td_errors_loss_fn, torch_default_init
 from sac_distributed.algorithm.crossq_networks import (  # noqa: F401  (re-exported)
     DEFAULT_SETTINGS,
     BatchRenorm,
@@ -45,6 +45,7 @@ from sac_distributed.algorithm.crossq_networks import (  # noqa: F401  (re-expor
     settings_for,
 )
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 
 class Losses(NamedTuple):

@@ -18,7 +18,6 @@ import tensorflow as tf
 from tf_agents.policies import actor_policy
 
 from sac_distributed.algorithm import crossq
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.algorithm.checkpoint_checks import CROSSQ_AGENT_KEY, check_written_by_crossq
 from sac_distributed.algorithm.checkpoints import (
     DEFAULT_CHECKPOINTS_TO_KEEP,
@@ -36,6 +35,7 @@ from sac_distributed.algorithm.learner_base import (
 from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 # The checkpoint's name for the CrossQ agent; SacLearner's is "agent".
 CHECKPOINT_KEY = CROSSQ_AGENT_KEY

@@ -18,8 +18,8 @@ from tf_agents.networks import utils as network_utils
 from tf_agents.utils import nest_utils
 
 from sac_distributed.algorithm import squash
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 
 @dataclasses.dataclass(frozen=True)

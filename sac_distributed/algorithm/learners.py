@@ -11,10 +11,10 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.algorithm.crossq_learner import CrossQLearner
 from sac_distributed.algorithm.sac_learner import DEFAULT_CHECKPOINTS_TO_KEEP, SacLearner
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 Learner = Union[SacLearner, CrossQLearner]
 

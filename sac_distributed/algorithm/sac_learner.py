@@ -38,7 +38,6 @@ from tf_agents.trajectories import trajectory
 
 from sac_distributed.algorithm import agent as agent_lib
 from sac_distributed.algorithm import checkpoint_checks
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.algorithm.checkpoints import (
     DEFAULT_CHECKPOINTS_TO_KEEP,
     LearnerCheckpoints,
@@ -64,6 +63,7 @@ from sac_distributed.algorithm.prioritized_update import (
 )
 from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 # Importable from here as before the split into checkpoints.py, learner_base.py and
 # prioritized_update.py.

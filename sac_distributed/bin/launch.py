@@ -28,8 +28,8 @@ from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths
-from sac_distributed.algorithm import envs
 from sac_distributed.bin import _common, _run_flags
+from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, PortInUseError
 from sac_distributed.launchers import job_definitions
 from sac_distributed.launchers.launch import LaunchResult, Supervisor, print_shards, print_summary
@@ -88,10 +88,10 @@ def _check_env() -> None:
     """Makes the env once: a wrong name, a missing package or an env SAC cannot train
     is refused here, before any directory or process exists. A user module's folder
     goes on PYTHONPATH, so every job (and a restarted one) imports it too."""
-    source = envs.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
-    if source.kind not in (envs.GYM, envs.PYBULLET) or source.module:
+    source = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
+    if source.kind not in (env_sources.GYM, env_sources.PYBULLET) or source.module:
         print(f"sac-launch: env {source.describe()}", flush=True)
-    os.environ.update(envs.with_pythonpath(os.environ, source.module_dir))
+    os.environ.update(env_sources.with_pythonpath(os.environ, source.module_dir))
 
 
 def _check_port_free(port: int) -> None:

@@ -13,8 +13,9 @@ from absl import logging
 
 from sac_distributed import paths, replay
 from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
+from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs import sources as env_sources
 from sac_distributed.jobs import ownership
 from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
 from sac_distributed.jobs.evaluation import EvalLoop, EvalResult
@@ -92,10 +93,10 @@ def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     seed = config.task_seed
     envs = [
-        specs_lib.load_job_env(config, None if seed is None else seed + i)
+        env_loader.load_job_env(config, None if seed is None else seed + i)
         for i in range(config.num_envs)
     ]
-    specs = specs_lib.env_specs(envs[0], config.env_name)
+    specs = env_loader.env_specs(envs[0], config.env_name)
     who = f"actor {config.task}"
     connection = _connect(config.client, should_stop, who)
     _check_server_tables(connection, specs, config.hparams, who)
@@ -115,7 +116,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
 
     Refuses to start while another learner owns the run (ownership.py).
     """
-    specs = specs_lib.job_env_specs(config)
+    specs = env_loader.job_env_specs(config)
     me = ownership.Claim.mine()
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     lock = ownership.RootDirLock(config.root_dir, me)
@@ -160,7 +161,7 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
         # What a later reader (sac-evaluate, the notebook) needs to rebuild the
         # setting; written once this learner owns the run and its checkpoint loaded.
         run_info = {"env_name": config.env_name, "hparams": dataclasses.asdict(config.hparams)}
-        run_info.update(specs_lib.envs.run_info_fields(config.env_name, config.env_kwargs))
+        run_info.update(env_sources.run_info_fields(config.env_name, config.env_kwargs))
         write_json(paths.run_info_path(config.root_dir), run_info)
         return loop.run()
     finally:
@@ -170,8 +171,8 @@ def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
 def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResult]:
     """Evaluates the greedy policy every eval_interval until the learner is done."""
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
-    env = specs_lib.load_job_env(config, config.seed)
-    specs = specs_lib.env_specs(env, config.env_name)
+    env = env_loader.load_job_env(config, config.seed)
+    specs = env_loader.env_specs(env, config.env_name)
     connection = _connect(config.client, should_stop, "evaluator")
     _check_server_tables(connection, specs, config.hparams, "evaluator")
     metrics = Metrics(paths.eval_dir(config.root_dir))

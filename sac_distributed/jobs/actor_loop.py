@@ -25,9 +25,9 @@ from tf_agents.environments import py_environment
 from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import replay
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.config import ActorConfig
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_stats import ActorStats, ActorSummaries
 from sac_distributed.jobs.actor_warmup import WarmUp
 from sac_distributed.jobs.actor_writer import ActorWriter
@@ -60,7 +60,7 @@ class ActorLoop:
         self._connection = connection
         hp = config.hparams
         self.stats = ActorStats()
-        self._layout = replay.row_layout(specs_lib.env_specs(envs[0]))
+        self._layout = replay.row_layout(env_loader.env_specs(envs[0]))
         self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._out = ActorWriter(
             connection, hp, self._layout, len(envs), config.task, self._failover, self.stats

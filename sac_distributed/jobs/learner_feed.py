@@ -13,8 +13,8 @@ from typing import Callable, Iterator, Tuple
 import tensorflow as tf
 from absl import logging
 
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.jobs.shard_failover import ShardFailover
 from sac_distributed.jobs.watchdog import Watchdog
 from sac_distributed.replay import REPLAY_TABLE, make_dataset, wait_for_table_size

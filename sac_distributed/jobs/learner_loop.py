@@ -30,10 +30,10 @@ import tensorflow as tf
 from absl import logging
 
 from sac_distributed import paths
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.algorithm.learner_base import Diagnostics, Losses
 from sac_distributed.algorithm.learners import make_learner
 from sac_distributed.config import LearnerConfig
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.jobs.eval_wait import EvaluationWait
 from sac_distributed.jobs.learner_feed import LearnerFeed
 from sac_distributed.jobs.learner_priorities import LearnerPriorities

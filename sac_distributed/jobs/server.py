@@ -21,8 +21,8 @@ import reverb
 from absl import logging
 
 from sac_distributed import paths
-from sac_distributed.algorithm import specs as specs_lib
 from sac_distributed.config import ServerConfig
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import PortInUseError, RunOwnedError
 from sac_distributed.jobs import ownership
 from sac_distributed.replay import (
@@ -47,7 +47,7 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     validate_server_config(config)
     port = port if port is not None else (config.port or portpicker.pick_unused_port())
     check_port_free(port)
-    specs = specs_lib.job_env_specs(config)
+    specs = env_loader.job_env_specs(config)
     checkpoints = _replay_checkpoints(config)
 
     def build(checkpointer) -> reverb.Server:

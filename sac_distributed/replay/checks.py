@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 
 import reverb
 
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.errors import SignatureMismatchError
 from sac_distributed.replay.counts import table_info, table_transitions_per_item
 from sac_distributed.replay.signatures import (

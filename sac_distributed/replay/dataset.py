@@ -12,7 +12,7 @@ from absl import logging
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.replay.checks import check_transitions_per_item
 from sac_distributed.replay.counts import table_info, table_transitions_per_item
 from sac_distributed.replay.layout import TRANSITIONS, RowLayout, row_layout

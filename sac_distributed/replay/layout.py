@@ -16,7 +16,7 @@ from typing import Dict, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from sac_distributed.algorithm.agent import EnvSpecs
+from sac_distributed.envs.specs import EnvSpecs
 
 # The fields of one transition, in the order they are packed into a replay row.
 OBSERVATION = "observation"

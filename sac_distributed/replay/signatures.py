@@ -21,8 +21,9 @@ from typing import Dict, Optional
 import tensorflow as tf
 import tree
 
-from sac_distributed.algorithm.agent import EnvSpecs, policy_variable_specs
+from sac_distributed.algorithm.agent import policy_variable_specs
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.replay.layout import ROWS_OF, TRANSITIONS, row_layout
 
 REPLAY_TABLE = "uniform_table"

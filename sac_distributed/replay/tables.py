@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import reverb
 
-from sac_distributed.algorithm.agent import EnvSpecs
 from sac_distributed.config import ConfigError, Hyperparams, ServerConfig
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.replay.signatures import (
     MAX_PRIORITY_TABLE,
     REPLAY_TABLE,

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from sac_distributed.algorithm import envs
 from sac_distributed.config import parse_env_kwargs
+from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
 
@@ -145,13 +145,13 @@ def run_env(
         f"--env_name is required: {policy_dir} (and its two parent directories) has no "
         f"{RUN_INFO_FILE} naming the environment the policy was trained on.",
     )
-    module_dirs = envs.recorded_module_dirs(found[2] if found else None)
+    module_dirs = env_sources.recorded_module_dirs(found[2] if found else None)
 
     def load(seed: Optional[int] = None, render: bool = False) -> py_environment.PyEnvironment:
-        from sac_distributed.algorithm import specs as specs_lib
+        from sac_distributed.envs import loader as env_loader
 
         kwargs = parse_env_kwargs(env_kwargs)
-        return specs_lib.load_env(env_name, seed, kwargs, render=render, module_dirs=module_dirs)
+        return env_loader.load_env(env_name, seed, kwargs, render=render, module_dirs=module_dirs)
 
     return env_name, load
 

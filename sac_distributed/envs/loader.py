@@ -1,8 +1,12 @@
-"""Environments and their tensor specs.
+"""The one entry point from an `--env_name` to a checked TF-Agents env: `load_env`.
 
-The replay row layout and the Reverb table signatures built from these specs
-live in `replay`. The server builds them from the environment name and the
-network sizes alone, so it can start before (or without) any learner.
+It makes the env (`sources`), wraps it as a TF-Agents environment (gym and
+pybullet ids through TF-Agents' suites, Gymnasium envs through
+`gymnasium_env`), checks every step, and computes the env's tensor specs
+(`env_specs`, `specs_for`). The replay row layout and the Reverb table
+signatures built from these specs live in `replay`; the server builds them from
+the environment name and the network sizes alone, so it can start before (or
+without) any learner.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import tensorflow as tf
 from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
-from sac_distributed.algorithm import envs
-from sac_distributed.algorithm.agent import EnvSpecs
-from sac_distributed.algorithm.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
 from sac_distributed.config import parse_env_kwargs
+from sac_distributed.envs import sources as env_sources
+from sac_distributed.envs.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
+from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.errors import EnvError
 
 
@@ -29,7 +33,7 @@ def load_env(
     render: bool = False,
     module_dirs: Sequence[str] = (),
 ) -> py_environment.PyEnvironment:
-    """Loads `env_name` (see `envs`: a gym, pybullet or Gymnasium id, or a user's
+    """Loads `env_name` (see `sources`: a gym, pybullet or Gymnasium id, or a user's
     `module:factory`) as a seeded TF-Agents environment.
 
     gym and pybullet ids load through TF-Agents' suites exactly as before
@@ -39,14 +43,14 @@ def load_env(
     in for a user's module that is not importable as it is (run_info records
     the one a run used). Raises EnvError with what to do.
     """
-    source = envs.resolve(env_name, module_dirs)
+    source = env_sources.resolve(env_name, module_dirs)
     kwargs = dict(env_kwargs or {})
     if render:
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless: Mesa's EGL (Debian libegl1)
-    if source.kind in (envs.PYBULLET, envs.GYM):
+    if source.kind in (env_sources.PYBULLET, env_sources.GYM):
         env = TruncationKeepsDiscount(_load_gym_id(source, kwargs))
     else:
-        env = _wrap(envs.make_raw_env(source, kwargs, render=render), env_name)
+        env = _wrap(env_sources.make_raw_env(source, kwargs, render=render), env_name)
     env = CheckedEnvironment(env, env_name)
     if seed is not None:
         env.seed(seed)
@@ -60,7 +64,7 @@ def load_job_env(config: Any, seed: Optional[int] = None) -> py_environment.PyEn
         config.env_name,
         seed,
         parse_env_kwargs(config.env_kwargs),
-        module_dirs=envs.recorded_module_dirs(config.root_dir),
+        module_dirs=env_sources.recorded_module_dirs(config.root_dir),
     )
 
 
@@ -69,19 +73,21 @@ def job_env_specs(config: Any) -> EnvSpecs:
     return specs_for(
         config.env_name,
         parse_env_kwargs(config.env_kwargs),
-        module_dirs=envs.recorded_module_dirs(config.root_dir),
+        module_dirs=env_sources.recorded_module_dirs(config.root_dir),
     )
 
 
-def _load_gym_id(source: envs.EnvSource, kwargs: Mapping[str, Any]) -> py_environment.PyEnvironment:
+def _load_gym_id(
+    source: env_sources.EnvSource, kwargs: Mapping[str, Any]
+) -> py_environment.PyEnvironment:
     try:
-        if source.kind == envs.PYBULLET:
+        if source.kind == env_sources.PYBULLET:
             from tf_agents.environments import suite_pybullet
 
             return suite_pybullet.load(source.env_id, gym_kwargs=dict(kwargs))
         from tf_agents.environments import suite_gym
 
-        envs.check_dependencies(source)
+        env_sources.check_dependencies(source)
         return suite_gym.load(source.env_id, gym_kwargs=dict(kwargs))
     except TypeError as e:
         raise EnvError(f"{source.env_name}: {e}. Check --env_kwargs.") from e
@@ -89,11 +95,11 @@ def _load_gym_id(source: envs.EnvSource, kwargs: Mapping[str, Any]) -> py_enviro
 
 def _wrap(env: Any, env_name: str) -> py_environment.PyEnvironment:
     """A made env as a PyEnvironment: Gymnasium's wrapped, gym's through TF-Agents."""
-    envs.check_spaces(env, env_name)
-    kind = envs.kind_of(env)
-    if kind == envs.GYMNASIUM:
+    env_sources.check_spaces(env, env_name)
+    kind = env_sources.kind_of(env)
+    if kind == env_sources.GYMNASIUM:
         return GymnasiumEnvironment(env, env_name)
-    if kind == envs.GYM:
+    if kind == env_sources.GYM:
         from tf_agents.environments import suite_gym
 
         return TruncationKeepsDiscount(suite_gym.wrap_env(env))

@@ -18,7 +18,7 @@ env in every process. Three forms are accepted:
 `--env_kwargs` (a JSON object) is passed to the factory or to `make`.
 
 This module imports no TensorFlow (the launcher checks an env name with it
-before any process starts); `specs.load_env` wraps what `make_raw_env` returns
+before any process starts); `loader.load_env` wraps what `make_raw_env` returns
 as a TF-Agents environment.
 """
 
@@ -29,14 +29,13 @@ import difflib
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from sac_distributed import paths
+from sac_distributed import run_info
 from sac_distributed.config import parse_env_kwargs
-from sac_distributed.errors import EnvError
+from sac_distributed.errors import ConfigError, EnvError
 
 PYBULLET, GYM, GYMNASIUM, FACTORY = "pybullet", "gym", "gymnasium", "factory"
 RUN_INFO_MODULE_DIR = "env_module_dir"  # run_info.json's key for a user module's folder
@@ -169,10 +168,10 @@ def recorded_module_dirs(root_dir: Optional[str]) -> Tuple[str, ...]:
     if not root_dir:
         return ()
     try:
-        with open(paths.run_info_path(root_dir)) as f:
-            folder = json.load(f).get(RUN_INFO_MODULE_DIR)
-    except (OSError, ValueError, AttributeError):
+        info = run_info.read_run_info(root_dir)
+    except ConfigError:  # the job's own run_info check names an unreadable file
         return ()
+    folder = (info or {}).get(RUN_INFO_MODULE_DIR)
     return (str(folder),) if folder else ()
 
 
