@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import threading
+import time
 from typing import Mapping, Optional
 
 from absl import logging
@@ -20,13 +21,21 @@ class StopSignal:
     The first signal asks for a graceful stop (flush, checkpoint, exit 0). A
     second one ends the process at once, unless `finishing` names final work
     that must not be cut short (the replay checkpoint, the learner's last
-    checkpoint): `timeout`, Docker and Kubernetes send SIGTERM to the process
-    and then to its group, and only SIGKILL after their grace period should
-    end such a job.
+    checkpoint, a launcher stopping its jobs): `timeout`, Docker and Kubernetes
+    send SIGTERM to the process and then to its group, and only SIGKILL after
+    their grace period should end such a job.
+
+    The handler takes no lock: it runs in the main thread between two bytecodes,
+    possibly while that thread holds the lock of `threading.Event.set` (a burst of
+    signals, as when a Jupyter kernel dies, re-entered it and hung the process). It
+    sets a plain flag; `wait` polls that flag beside the event that `set` uses.
     """
+
+    _POLL_S = 0.05
 
     def __init__(self, finishing: Optional[str] = None) -> None:
         self._event = threading.Event()
+        self._signalled = False  # written by the handler only
         self._finishing = finishing
 
     def install(self) -> StopSignal:
@@ -36,7 +45,7 @@ class StopSignal:
 
     def _handle(self, signum: int, _frame) -> None:
         name = signal.Signals(signum).name
-        if self._event.is_set() and self._finishing:
+        if self() and self._finishing:
             logging.warning(
                 "Received %s again: still %s; it is not interrupted (SIGKILL ends the "
                 "process at once, without it).",
@@ -44,8 +53,8 @@ class StopSignal:
                 self._finishing,
             )
             return
+        self._signalled = True
         logging.info("Received %s: stopping gracefully.", name)
-        self._event.set()
         if not self._finishing:
             signal.signal(signum, signal.SIG_DFL)
 
@@ -53,11 +62,17 @@ class StopSignal:
         self._event.set()
 
     def __call__(self) -> bool:
-        return self._event.is_set()
+        return self._signalled or self._event.is_set()
 
     def wait(self, seconds: float) -> bool:
         """Sleeps up to `seconds`; returns True as soon as a stop is requested."""
-        return self._event.wait(seconds)
+        deadline = time.monotonic() + seconds
+        while not self():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._event.wait(min(left, self._POLL_S))
+        return True
 
 
 class Metrics:

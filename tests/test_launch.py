@@ -86,9 +86,15 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     proc = _launch([f"--root_dir={root}", *TINY[1:], *endless])
     seen = read_until(proc, "Eval at train_step")  # training is under way
     proc.send_signal(signal.SIGINT)
+    # An impatient second Ctrl-C (and a SIGTERM): logged, the stop goes on, and no
+    # job is left running without its launcher.
+    seen += read_until(proc, "sac-launch: waiting for")  # the stop is under way
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=DEADLINE_S)
     out = "".join(seen) + rest
     assert proc.returncode == 0, out[-4000:]
+    assert "Received SIGINT again: still stopping the jobs" in out
     assert "stopped on request" in out
     assert re.search(r"sac-launch: waiting for [a-z_0-9, ]*learner", out), out[-3000:]
     # Then the one server, last (the sharded run says "their replay checkpoints").

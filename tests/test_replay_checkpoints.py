@@ -8,6 +8,8 @@ during the final checkpoint does not cut it short.
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Optional
 
@@ -237,6 +239,33 @@ def test_a_second_signal_does_not_interrupt_final_work():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+_REENTERED = """
+import signal, threading
+from sac_distributed.runtime import StopSignal
+
+for finishing in (None, "writing the replay checkpoint"):
+    stop = StopSignal(finishing=finishing)
+    # A signal that lands while this thread holds Event.set's lock: the old handler
+    # called Event.set() there and waited for that lock forever.
+    with stop._event._cond:
+        stop._handle(signal.SIGTERM, None)
+        stop._handle(signal.SIGTERM, None)
+    woke = threading.Event()
+    threading.Thread(target=lambda: stop.wait(60) and woke.set(), daemon=True).start()
+    assert woke.wait(30) and stop()
+print("handled")
+"""
+
+
+def test_a_signal_inside_event_set_does_not_hang_the_process():
+    """The handler takes no lock: a burst of signals cannot deadlock the main thread,
+    and a thread waiting on the signal still wakes."""
+    done = subprocess.run(
+        [sys.executable, "-c", _REENTERED], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "handled", done.stderr[-2000:]
 
 
 def test_recorded_sizes_catch_a_clean_cut_and_the_reader_names_a_broken_record(tmp_path):

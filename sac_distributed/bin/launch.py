@@ -60,6 +60,8 @@ flags.DEFINE_integer(
     "max_restarts", 3, "Times Ray restarts a job whose process died (--engine=ray; -1: always)."
 )
 FLAGS = flags.FLAGS
+# What a second Ctrl-C (or SIGTERM) to the launcher is told it does not interrupt.
+_STOPPING_JOBS = "stopping the jobs, each within its grace period"
 
 
 def _config_from_flags() -> config_lib.LaunchConfig:
@@ -145,7 +147,9 @@ def _run_here(config: config_lib.LaunchConfig) -> LaunchResult:
         server_start_timeout_s=config.connect_timeout_s,
         before_servers_stop=_read_shards_into(shards, addresses),
     )
-    stop = StopSignal().install()
+    # A second Ctrl-C must not end the launcher while its jobs, each in its own
+    # session, still run: it is logged, and the stop goes on within its deadlines.
+    stop = StopSignal(finishing=_STOPPING_JOBS).install()
     stop_watch = _relay(stop, supervisor)
     result = supervisor.run()
     stop_watch.set()
@@ -210,7 +214,7 @@ def _run_on_ray(config: config_lib.LaunchConfig) -> LaunchResult:
             f"{config.root_dir}",
             flush=True,
         )
-        stop = StopSignal().install()
+        stop = StopSignal(finishing=_STOPPING_JOBS).install()
         shards: List = []
         run = ray_launch.RayRun(
             actors, stop, before_servers_stop=_read_shards_into(shards, addresses)
