@@ -457,8 +457,13 @@ def test_down_ends_every_container_within_its_grace_period(stopped):
     project = stopped["project"]
     services = {name.split(f"{project.name}-", 1)[1].rsplit("-", 1)[0] for name in died}
     assert services == {SERVER_SERVICE, PUBLIC_SERVICE, *CLIENT_SERVICES}, died
-    # 137 would be Docker's SIGKILL at the end of a grace period.
-    assert all(code == 0 for code in died.values()), died
+    # 137 would be Docker's SIGKILL at the end of a grace period. Every job has
+    # started by DOWN_AFTER_STEP and stops cleanly (0); TensorBoard may still be
+    # importing on a loaded machine, and then its init ends it by SIGTERM (143).
+    for name, code in died.items():
+        service = name.split(f"{project.name}-", 1)[1].rsplit("-", 1)[0]
+        allowed = {0, 143} if service == PUBLIC_SERVICE else {0}
+        assert code in allowed, (died, project.logs(service)[-2000:])
     assert stopped["seconds"] < _grace_s(SERVER_SERVICE) + _grace_s("learner")
 
 

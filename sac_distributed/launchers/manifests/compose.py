@@ -84,6 +84,7 @@ def _compose_server_extras() -> dict:
             "args": {"BASE_IMAGE": f"${{{BASE_IMAGE_VARIABLE}:-{DEFAULT_BASE_IMAGE}}}"},
         },
         "platform": "linux/amd64",
+        "init": True,  # tini as PID 1: a server stopped while importing ends at once
         "volumes": [f"sac_data:{DATA_DIR}"],
         "networks": ["reverb"],
         "restart": "on-failure",
