@@ -12,7 +12,7 @@ from sac_distributed import paths
 from sac_distributed.errors import ConfigError
 from sac_distributed.launchers import launch
 from sac_distributed.paths import RESULTS_HEADER
-from sac_distributed.results import EpisodeLog, EvalPoint, append_result
+from sac_distributed.results import EpisodeLog, EvalPoint, append_result, read_results
 from sac_distributed.tools import plotting
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -67,7 +67,7 @@ def test_launch_summary_reads_the_results_through_plotting(tmp_path):
 
 def test_read_results_parses_the_evaluator_format(tmp_path):
     path = _write_results(str(tmp_path), n=3)
-    points = plotting.read_results(path)
+    points = read_results(path)
     assert [p.train_step for p in points] == [0, 1000, 2000]
     assert [p.env_steps for p in points] == [0, 1200, 2400]
     assert points[2].average_return == pytest.approx(-1180.0)
@@ -76,7 +76,7 @@ def test_read_results_parses_the_evaluator_format(tmp_path):
 
 @pytest.mark.parametrize("x", plotting.X_AXES)
 def test_plot_writes_a_readable_png(tmp_path, x):
-    points = plotting.read_results(_write_results(str(tmp_path)))
+    points = read_results(_write_results(str(tmp_path)))
     out = plotting.plot_learning_curve(points, str(tmp_path / "plots" / "curve.png"), x=x)
     assert _png_size(out) == (800, 600)
     assert os.path.getsize(out) > 10_000  # axes, labels and two curves, not a blank canvas
@@ -90,15 +90,15 @@ def test_plot_writes_a_readable_png(tmp_path, x):
 
 def test_bad_results_files_are_clear_errors(tmp_path):
     with pytest.raises(ConfigError, match="No results file"):
-        plotting.read_results(str(tmp_path / "missing.csv"))
+        read_results(str(tmp_path / "missing.csv"))
     other = tmp_path / "other.csv"
     other.write_text("a,b,c\n1,2,3\n")
     with pytest.raises(ConfigError, match="does not start with the header"):
-        plotting.read_results(str(other))
+        read_results(str(other))
     broken = tmp_path / "broken.csv"
     broken.write_text(",".join(RESULTS_HEADER) + "\n10,20,not-a-number,200.0,1.0\n")
     with pytest.raises(ConfigError, match="line 2"):
-        plotting.read_results(str(broken))
+        read_results(str(broken))
     with pytest.raises(ConfigError, match="No evaluation results"):
         plotting.plot_learning_curve([], str(tmp_path / "empty.png"))
 
@@ -114,7 +114,7 @@ def test_results_file_format_is_the_evaluators(tmp_path):
             b"0,1100,23.100,23.1,1795431115.5\n"
             b"1300,2474,200.100,200.1,1795431121.2\n"
         )
-    assert plotting.read_results(path)[1] == EvalPoint(1300, 2474, 200.1, 200.1, 1795431121.2)
+    assert read_results(path)[1] == EvalPoint(1300, 2474, 200.1, 200.1, 1795431121.2)
     other = tmp_path / "other.csv"
     other.write_text("a,b,c\n")
     with pytest.raises(ConfigError, match="does not start with the header"):
@@ -123,7 +123,7 @@ def test_results_file_format_is_the_evaluators(tmp_path):
 
 def test_training_episodes_of_every_actor_are_drawn_on_the_env_steps_axis(tmp_path):
     root = str(tmp_path)
-    points = plotting.read_results(_write_results(root))
+    points = read_results(_write_results(root))
     assert plotting.training_episodes(root) == []
     _write_episodes(root, 0, 20, -1500.0)
     _write_episodes(root, 2, 5, -1400.0)  # actor 1 has not finished an episode yet

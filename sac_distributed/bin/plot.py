@@ -15,6 +15,7 @@ import os
 from absl import flags
 
 from sac_distributed.bin import _common
+from sac_distributed.results import read_results
 from sac_distributed.tools import plotting
 
 flags.DEFINE_string("results", None, "results.csv to plot (default: root_dir/eval/results.csv).")
@@ -30,7 +31,7 @@ def main() -> None:
     root_dir = None if FLAGS.results else _common.root_dir()
     results = FLAGS.results or plotting.results_path(root_dir)
     output = FLAGS.output or os.path.join(os.path.dirname(results), "learning_curve.png")
-    points = plotting.read_results(results)
+    points = read_results(results)
     episodes = plotting.training_episodes(root_dir) if root_dir else []
     run_dir = root_dir or os.path.dirname(os.path.dirname(os.path.abspath(results)))
     title = FLAGS.title or plotting.run_title(run_dir, len(points))

@@ -34,8 +34,8 @@ from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Text
 from sac_distributed import paths
 from sac_distributed.errors import ConfigError
 from sac_distributed.launchers.job_definitions import LEARNER, JobSpec, is_server, server_names
+from sac_distributed.results import read_results
 from sac_distributed.runtime import port_in_use
-from sac_distributed.tools import plotting
 
 _TAIL_LINES = 20
 _SHUTDOWN_GRACE_S = 60.0
@@ -308,7 +308,7 @@ def print_summary(root_dir: str, console: TextIO = sys.stdout) -> None:
         console.write("No evaluation results were written.\n")
         return
     try:
-        points = plotting.read_results(path)
+        points = read_results(path)
     except ConfigError as error:
         console.write(f"Could not read the evaluation results: {error}\n")
         return

@@ -13,24 +13,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from sac_distributed import paths
 from sac_distributed.errors import ConfigError
-
-# The file's one reader lives with its writer; re-exported for sac-plot's callers.
-from sac_distributed.results import (
-    TRAINING_RETURN_WINDOW,
-    EvalPoint,
-    merge_actor_episodes,
-    read_results,
-)
+from sac_distributed.results import TRAINING_RETURN_WINDOW, EvalPoint, merge_actor_episodes
 from sac_distributed.run_info import read_run_info
-
-__all__ = [
-    "EvalPoint",
-    "X_AXES",
-    "plot_learning_curve",
-    "read_results",
-    "results_path",
-    "training_episodes",
-]
 
 X_AXES = ("train_step", "env_steps")
 
