@@ -51,9 +51,9 @@ from tf_agents.trajectories import time_step as ts  # noqa: E402
 
 from benchmarks.peer_common import ResultsWriter, episode_log, parse_args  # noqa: E402
 from sac_distributed import config as config_lib  # noqa: E402
-from sac_distributed.algorithm import agent as agent_lib  # noqa: E402
 from sac_distributed.algorithm import policy as policy_lib  # noqa: E402
-from sac_distributed.algorithm import sac_learner  # noqa: E402
+from sac_distributed.algorithm.sac import learner as sac_learner  # noqa: E402
+from sac_distributed.algorithm.sac import update as sac_update  # noqa: E402
 from sac_distributed.envs import loader as env_loader  # noqa: E402
 
 EVAL_SEED_OFFSET = 10_000  # as the SB3 peer seeds its eval env
@@ -197,7 +197,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     env = GymEnv(args.env_name, args.seed)
     eval_env = GymEnv(args.env_name, args.seed + EVAL_SEED_OFFSET)
     specs = env_loader.specs_for(args.env_name)
-    agent = agent_lib.make_agent(specs, hp)
+    agent = sac_update.make_agent(specs, hp)
     obs_dim = int(np.prod(specs.observation.shape))
     action_dim = int(np.prod(specs.action.shape))
     update = make_update(agent, obs_dim, action_dim)

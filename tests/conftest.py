@@ -22,9 +22,9 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 import sac_distributed  # noqa: F401, E402  (must come before tensorflow)
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm import strategy as strategy_lib
 
-agent_lib.use_logical_cpus(2)
+strategy_lib.use_logical_cpus(2)
 
 import time  # noqa: E402
 from typing import Callable, Dict, List, Optional  # noqa: E402
@@ -221,7 +221,7 @@ def new_learner(env_specs):
         should_stop = should_stop or (lambda: False)
         connection = Connection(config.client, "test learner", should_stop)
         connection.open()
-        strategy = agent_lib.make_strategy(config.strategy)
+        strategy = strategy_lib.make_strategy(config.strategy)
         return LearnerLoop(config, env_specs, strategy, connection, Metrics(None), should_stop)
 
     return build
@@ -287,7 +287,7 @@ def make_learner(new_learner, reverb_server):
 LONGEST_FILES_FIRST = (  # wall s per file in a fresh-clone suite alone, 2026-12-02 (ac8dec7)
     # 330-440 s alone (a jobs venv install, kernels on 3.12, 3.13, 3.11), 2026-12-03 (d98cc83)
     "test_notebook.py",
-    # ~100 s alone with the image cached (two Compose runs on a real daemon), 2026-12-03
+    # ~80 s alone with the image cached (one Compose run, down and up again), 2026-12-03
     "test_docker_compose.py",
     "test_chaos.py",  # 221 s, 110 CPU-s
     "test_learning_benchmark.py",  # 187 s, 124 CPU-s

@@ -1,16 +1,28 @@
-"""The algorithm side imports no Reverb, no Ray, no job or launcher code, defines no flags.
+"""The import rules of the layers, checked on the folders as they are listed.
 
-The rule (README, Architecture) is for the whole `sac_distributed/algorithm/`
-folder, so the check imports every module in it, found by listing the folder:
-a module added later is checked without editing this test. It runs in a fresh
-interpreter in which importing `reverb` or `ray` (or any of their submodules)
-raises ImportError, as on a machine without them.
+* The algorithm side imports no Reverb, no Ray, no job or launcher code, and
+  defines no flags. The rule (README, Architecture) is for the whole
+  `sac_distributed/algorithm/` tree, so the check imports every module in it,
+  found by walking the folders: a module (or an algorithm folder) added later is
+  checked without editing this test. It runs in a fresh interpreter in which
+  importing `reverb` or `ray` (or any of their submodules) raises ImportError,
+  as on a machine without them.
+* `envs/` imports nothing of `algorithm/`, read from its source (what a module
+  imports, anywhere in it), because the config package loads the registry's
+  entries, the folders' config modules, whenever it checks a Hyperparams.
 """
 
+import ast
 import json
+import os
 import subprocess
 import sys
 import textwrap
+
+import sac_distributed
+
+PACKAGE_DIR = os.path.dirname(sac_distributed.__file__)
+ALGORITHM_DIR = os.path.join(PACKAGE_DIR, "algorithm")
 
 # Run in a child interpreter: prints {"modules": [...], "new_flags": [...],
 # "transport": [...]} on success; an ImportError ends it with a traceback.
@@ -44,8 +56,8 @@ _CHILD = textwrap.dedent(
     import sac_distributed.algorithm as algorithm
 
     modules = sorted(
-        f"sac_distributed.algorithm.{info.name}"
-        for info in pkgutil.iter_modules(algorithm.__path__)
+        info.name
+        for info in pkgutil.walk_packages(algorithm.__path__, "sac_distributed.algorithm.")
     )
     for module in modules:
         importlib.import_module(module)
@@ -84,8 +96,9 @@ def test_every_algorithm_module_imports_without_reverb_ray_jobs_or_flags():
     found = _import_the_algorithm_folder()
     # The listing found the folder's modules (not an empty package by mistake).
     assert {
-        "sac_distributed.algorithm.agent",
-        "sac_distributed.algorithm.sac_learner",
+        "sac_distributed.algorithm.registry",
+        "sac_distributed.algorithm.sac.learner",
+        "sac_distributed.algorithm.crossq.learner",
         "sac_distributed.algorithm.policy",
     } <= set(found["modules"])
     assert found["transport"] == []
@@ -126,6 +139,49 @@ def test_envs_import_nothing_of_the_algorithm_replay_or_jobs():
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"sac_distributed.envs.loader", "sac_distributed.envs.sources"} <= set(found["modules"])
+    # What the config package loads to check a Hyperparams: the registry and the
+    # folders' TF-free config modules (test below); nothing else of algorithm/.
+    entries = {"sac_distributed.algorithm", "sac_distributed.algorithm.registry"}
+    entries |= {f"sac_distributed.algorithm.{f}" for f in _algorithm_folders()}
+    entries |= {f"sac_distributed.algorithm.{f}.config" for f in _algorithm_folders()}
     above = ("sac_distributed.algorithm", "sac_distributed.replay", "sac_distributed.jobs")
-    assert [n for n in found["imported"] if n.startswith(above)] == []
+    assert [n for n in found["imported"] if n.startswith(above) and n not in entries] == []
     assert found["tensorflow_light"] is False, "envs/__init__ or envs.sources imports TensorFlow"
+    assert _imports_of_folder(os.path.join(PACKAGE_DIR, "envs"), "sac_distributed.algorithm") == []
+
+
+# --- what each folder imports, read from its source -------------------------------------
+
+
+def _algorithm_folders():
+    return sorted(
+        name
+        for name in os.listdir(ALGORITHM_DIR)
+        if os.path.isfile(os.path.join(ALGORITHM_DIR, name, "__init__.py"))
+    )
+
+
+def _imported_modules(path: str):
+    """Every module a source file imports (`from a import b` counts a and a.b)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _imports_of_folder(folder: str, *prefixes: str):
+    """(file, module) for each import under `folder` of a module named by `prefixes`."""
+    found = []
+    for root, _, files in os.walk(folder):
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            for module in _imported_modules(path):
+                if any(module == p or module.startswith(p + ".") for p in prefixes):
+                    found.append((os.path.relpath(path, PACKAGE_DIR), module))
+    return found

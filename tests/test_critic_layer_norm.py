@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 from conftest import small_hparams
 
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm.normalization import ObservationNormalizer
+from sac_distributed.algorithm.sac import networks as sac_networks
+from sac_distributed.algorithm.sac import update as sac_update
+from sac_distributed.algorithm.sac.normalization import ObservationNormalizer
 from sac_distributed.errors import CheckpointError, ConfigError
 
 
@@ -33,7 +34,7 @@ def _inputs(env_specs, n=8, seed=0):
 def test_off_by_default_keeps_tf_agents_critic(env_specs):
     hp = small_hparams()
     assert hp.critic_layer_norm is False
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     for name, net in _critics(agent).items():
         assert not _norms(net), f"{name} has a LayerNormalization layer"
 
@@ -42,7 +43,7 @@ def test_off_by_default_keeps_tf_agents_critic(env_specs):
 def test_every_critic_normalizes_each_hidden_layer(env_specs, normalize):
     hp = small_hparams(critic_layer_norm=True, normalize_observations=normalize)
     normalizer = ObservationNormalizer(env_specs.observation) if normalize else None
-    agent = agent_lib.make_agent(env_specs, hp, normalizer=normalizer)
+    agent = sac_update.make_agent(env_specs, hp, normalizer=normalizer)
     obs, act = _inputs(env_specs)
     values = {}
     for name, net in _critics(agent).items():
@@ -64,7 +65,7 @@ def _first_dense(net):
 @pytest.mark.parametrize("layer_norm", [False, True])
 def test_q_ignores_the_scale_of_a_hidden_layer_only_with_the_norm(env_specs, layer_norm):
     """What the normalization is for: a hidden layer's scale does not reach Q."""
-    agent = agent_lib.make_agent(env_specs, small_hparams(critic_layer_norm=layer_norm))
+    agent = sac_update.make_agent(env_specs, small_hparams(critic_layer_norm=layer_norm))
     net = agent._critic_network_1  # noqa: SLF001
     first = _first_dense(net)
     obs, act = _inputs(env_specs, n=32)
@@ -86,7 +87,7 @@ def test_q_ignores_the_scale_of_a_hidden_layer_only_with_the_norm(env_specs, lay
 def test_torch_init_draws_the_dense_layers_and_leaves_the_norms_at_identity(env_specs):
     tf.random.set_seed(0)
     hp = small_hparams(critic_layer_norm=True, network_init="torch")
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     for net in _critics(agent).values():
         for norm in _norms(net):
             np.testing.assert_array_equal(norm.gamma.numpy(), 1.0)
@@ -145,4 +146,4 @@ def test_a_non_bool_is_refused():
 
 def test_a_critic_without_hidden_layers_is_refused(env_specs):
     with pytest.raises(ValueError, match="at least one hidden layer"):
-        agent_lib.LayerNormCriticNetwork((env_specs.observation, env_specs.action), ())
+        sac_networks.LayerNormCriticNetwork((env_specs.observation, env_specs.action), ())

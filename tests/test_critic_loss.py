@@ -7,8 +7,8 @@ from conftest import small_hparams
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import common as algorithm_common
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import ConfigError
 
 REWARD = 1000.0  # far beyond any untrained Q: every row's TD error is about this
@@ -29,7 +29,7 @@ def _batch(env_specs, n=32, seed=0):
 
 def _agent(env_specs, critic_loss):
     tf.keras.utils.set_random_seed(0)
-    return agent_lib.make_agent(env_specs, small_hparams(critic_loss=critic_loss))
+    return sac_update.make_agent(env_specs, small_hparams(critic_loss=critic_loss))
 
 
 def _sac_critic_loss(agent, experience) -> float:
@@ -47,7 +47,7 @@ def _sac_critic_loss(agent, experience) -> float:
 
 def test_squared_is_the_default_and_tf_agents_loss(env_specs):
     assert small_hparams().critic_loss == "squared"
-    agent = agent_lib.make_agent(env_specs, small_hparams())
+    agent = sac_update.make_agent(env_specs, small_hparams())
     assert agent._td_errors_loss_fn is tf.math.squared_difference  # noqa: SLF001
 
 
@@ -64,7 +64,7 @@ def test_huber_grows_linearly_with_a_large_td_error_where_squared_grows_quadrati
 
 
 def test_huber_is_quadratic_within_one_of_the_target():
-    fn = agent_lib.td_errors_loss_fn("huber")
+    fn = algorithm_common.td_errors_loss_fn("huber")
     targets = tf.constant([0.0, 0.0, 0.0, 0.0])
     predictions = tf.constant([0.5, -0.9, 3.0, -10.0])
     expected = [0.5 * 0.25, 0.5 * 0.81, 3.0 - 0.5, 10.0 - 0.5]
@@ -81,7 +81,7 @@ def test_prioritized_replay_update_uses_the_same_loss(env_specs):
         expected = agent._critic_loss_weight * _sac_critic_loss(agent, experience)  # noqa: SLF001
         tf.keras.utils.set_random_seed(1)  # the same next-action draw
         weights = tf.ones_like(experience.next_time_step.reward)
-        weighted, _ = sac_learner.critic_loss_and_td_errors(agent, experience, weights)
+        weighted, _ = sac_update.critic_loss_and_td_errors(agent, experience, weights)
         np.testing.assert_allclose(float(weighted), expected, rtol=1e-5, err_msg=critic_loss)
 
 

@@ -15,12 +15,15 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import config as config_lib
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import crossq, learners
-from sac_distributed.algorithm.crossq_learner import CrossQLearner
+from sac_distributed.algorithm import registry
+from sac_distributed.algorithm import strategy as strategy_lib
+from sac_distributed.algorithm.crossq import config as crossq_config
+from sac_distributed.algorithm.crossq import networks as crossq_networks
+from sac_distributed.algorithm.crossq.learner import CrossQLearner
 from sac_distributed.algorithm.policy import NumpyActorPolicy
-from sac_distributed.algorithm.sac_learner import SacLearner
+from sac_distributed.algorithm.sac.learner import SacLearner
 from sac_distributed.errors import CheckpointError, ConfigError
+from sac_distributed.replay.signatures import POLICY_VARIABLES, variable_signature
 
 BATCH = 32
 
@@ -52,8 +55,8 @@ def batches(env_specs, seed: int = 0):
 
 
 def new_learner(env_specs, root_dir, seed=0, **overrides) -> CrossQLearner:
-    strategy = agent_lib.make_strategy("default")
-    return learners.make_learner(env_specs, crossq_hparams(**overrides), strategy, root_dir, seed)
+    strategy = strategy_lib.make_strategy("default")
+    return registry.make_learner(env_specs, crossq_hparams(**overrides), strategy, root_dir, seed)
 
 
 # --- configuration ----------------------------------------------------------------
@@ -86,9 +89,9 @@ def test_a_presets_own_option_crossq_cannot_follow_is_left_at_its_default():
     trains without it, where naming the option is still refused."""
     sac = config_lib.hyperparams_for("InvertedPendulumBulletEnv-v0", {})
     assert sac.policy_averaging_tau == 0.005
-    crossq = config_lib.hyperparams_for("InvertedPendulumBulletEnv-v0", {"algorithm": "crossq"})
-    assert crossq.algorithm == "crossq" and crossq.policy_averaging_tau == 0.0
-    assert (crossq.n_step, crossq.critic_loss) == (sac.n_step, sac.critic_loss)  # the rest kept
+    picked = config_lib.hyperparams_for("InvertedPendulumBulletEnv-v0", {"algorithm": "crossq"})
+    assert picked.algorithm == "crossq" and picked.policy_averaging_tau == 0.0
+    assert (picked.n_step, picked.critic_loss) == (sac.n_step, sac.critic_loss)  # the rest kept
     with pytest.raises(ConfigError, match="does not support policy_averaging_tau=0.01"):
         config_lib.hyperparams_for(
             "InvertedPendulumBulletEnv-v0", {"algorithm": "crossq", "policy_averaging_tau": 0.01}
@@ -137,8 +140,8 @@ def _reference_renorm(x, mean_run, var_run, eps, r_max, d_max, warmed_up):
 
 @pytest.mark.parametrize("warmed_up", [False, True])
 def test_batch_renorm_trains_on_batch_statistics_and_infers_on_running_ones(warmed_up):
-    settings = crossq.CrossQSettings(renorm_warmup_steps=0 if warmed_up else 10)
-    layer = crossq.BatchRenorm(settings)
+    settings = crossq_config.CrossQSettings(renorm_warmup_steps=0 if warmed_up else 10)
+    layer = crossq_networks.BatchRenorm(settings)
     rng = np.random.default_rng(0)
     x = rng.normal(3.0, 2.0, (64, 5)).astype(np.float32)
     layer.build(x.shape)
@@ -212,7 +215,7 @@ def test_one_critic_pass_normalizes_s_and_s_prime_together(env_specs, stepped):
     batch = make_batch(env_specs)  # the batch of every update (batches() repeats it)
     joint_obs = tf.concat([batch.time_step.observation, batch.next_time_step.observation], 0)
     obs_size = int(env_specs.observation.shape.num_elements())
-    expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * joint_obs.numpy().mean(0)
+    expected = (1 - crossq_config.DEFAULT_SETTINGS.renorm_momentum) * joint_obs.numpy().mean(0)
     # After the first update, for both critics.
     for steps, moving_mean in zip(record["critic_steps_1"], record["critic_means_1"]):
         assert steps == 1
@@ -260,9 +263,10 @@ def test_folded_weights_act_as_the_network_in_inference_mode(env_specs, stepped)
 
 
 def test_acting_weights_have_the_containers_shapes(env_specs, stepped):
-    """The variable container's signature (policy_variable_specs) fits CrossQ's weights."""
+    """The variable container's signature (its policy weights, from the layer sizes)
+    fits CrossQ's weights."""
     learner, _, _ = stepped  # shapes and dtypes do not change with training
-    specs = agent_lib.policy_variable_specs(env_specs, crossq_hparams())
+    specs = variable_signature(env_specs, crossq_hparams())[POLICY_VARIABLES]
     weights = learner.variables().policy_weights
     assert [tuple(s.shape) for s in specs] == [w.shape for w in weights]
     assert all(w.dtype == np.float32 for w in weights)
@@ -295,7 +299,7 @@ def test_a_checkpoint_resumes_every_statistic_and_optimizer_state(env_specs, ste
 
 
 def test_a_sac_checkpoint_is_refused_by_name(env_specs, root_dir):
-    strategy = agent_lib.make_strategy("default")
+    strategy = strategy_lib.make_strategy("default")
     sac = SacLearner(env_specs, small_hparams(), strategy, root_dir, seed=0)
     assert sac.save_checkpoint()
     with pytest.raises(CheckpointError, match="written by the SAC learner"):
@@ -305,14 +309,14 @@ def test_a_sac_checkpoint_is_refused_by_name(env_specs, root_dir):
 def test_the_crossq_learner_imports_no_reverb():
     code = (
         "import sys; sys.modules['reverb'] = None; "
-        "import sac_distributed.algorithm.crossq_learner, sac_distributed.algorithm.learners"
+        "import sac_distributed.algorithm.crossq.learner, sac_distributed.algorithm.registry"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_the_actor_takes_a_batch_of_any_outer_rank(env_specs):
-    actor = crossq.make_actor_network(env_specs, crossq_hparams())
+    actor = crossq_networks.make_batch_renorm_actor_network(env_specs, crossq_hparams())
     actor.create_variables()
     observations = tf.zeros([2, 4] + env_specs.observation.shape.as_list())
     distribution, _ = actor(observations, training=False)

@@ -15,7 +15,7 @@ from test_crossq import batches, crossq_hparams, make_batch, new_learner
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, run_info
-from sac_distributed.algorithm import crossq
+from sac_distributed.algorithm.crossq import config as crossq_config
 from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.errors import ConfigError
 
@@ -75,8 +75,8 @@ def test_ablations_are_refused_for_sac_and_unknown_or_repeated_names():
 
 
 def test_each_ablation_sets_only_its_own_piece():
-    default = crossq.settings_for(crossq_hparams())
-    assert default == crossq.DEFAULT_SETTINGS
+    default = crossq_config.settings_for(crossq_hparams())
+    assert default == crossq_config.DEFAULT_SETTINGS
     changed = {
         "separate_passes": {"joint_pass": False},
         "target_critics": {"target_critics": True},
@@ -84,9 +84,9 @@ def test_each_ablation_sets_only_its_own_piece():
         "adam_beta1_0.9": {"adam_beta1": 0.9},
         "no_policy_delay": {"policy_delay": 1},
     }
-    assert set(changed) == set(config_lib.CROSSQ_ABLATIONS)
+    assert set(changed) == set(crossq_config.ABLATIONS)
     for name, fields in changed.items():
-        settings = crossq.settings_for(crossq_hparams(crossq_ablations=(name,)))
+        settings = crossq_config.settings_for(crossq_hparams(crossq_ablations=(name,)))
         differing = {
             f: getattr(settings, f)
             for f in settings.__dataclass_fields__
@@ -118,7 +118,9 @@ def test_separate_passes_move_the_statistics_by_the_first_pass_alone(env_specs, 
     record = ablated("separate_passes")
     batch = make_batch(env_specs)  # the batch of every update (batches() repeats it)
     obs_size = int(env_specs.observation.shape.num_elements())
-    expected = (1 - crossq.DEFAULT_SETTINGS.renorm_momentum) * batch.time_step.observation.numpy()
+    expected = (
+        1 - crossq_config.DEFAULT_SETTINGS.renorm_momentum
+    ) * batch.time_step.observation.numpy()
     # After the first update, for both critics.
     for steps, moving_mean in zip(record["critic_steps_1"], record["critic_means_1"]):
         assert steps == 1
@@ -136,7 +138,7 @@ def test_separate_passes_bootstrap_on_other_statistics_than_the_joint_pass(env_s
         tf.random.set_seed(3)  # the same a' ~ pi(s') each time
         return float(agent.critic_loss(batch))
 
-    joint = crossq.DEFAULT_SETTINGS
+    joint = crossq_config.DEFAULT_SETTINGS
     separate = dataclasses.replace(joint, joint_pass=False)
     first, two_pass, again = loss(joint), loss(separate), loss(joint)
     assert np.isfinite([first, two_pass]).all()
@@ -193,7 +195,7 @@ def test_adam_beta1_ablation_reaches_the_optimizers(ablated):
         assert float(tf.keras.backend.get_value(optimizer.beta_1)) == pytest.approx(0.9)
 
 
-@pytest.mark.parametrize("ablation", sorted(config_lib.CROSSQ_ABLATIONS))
+@pytest.mark.parametrize("ablation", sorted(crossq_config.ABLATIONS))
 def test_every_ablation_trains_checkpoints_and_resumes(env_specs, ablated, ablation):
     record = ablated(ablation)  # STEPS updates, then a checkpoint
     assert np.isfinite(float(record["losses"].critic))

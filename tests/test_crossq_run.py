@@ -16,8 +16,8 @@ import pytest
 from conftest import ENV_NAME, learner_config, small_hparams
 
 from sac_distributed import paths, run_info
-from sac_distributed.algorithm import crossq
-from sac_distributed.algorithm.crossq_learner import CrossQLearner
+from sac_distributed.algorithm.crossq import networks as crossq_networks
+from sac_distributed.algorithm.crossq.learner import CrossQLearner
 from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import ConfigError
@@ -58,7 +58,7 @@ def test_the_container_holds_the_inference_mode_actor(finished_run):
     server, _, learner = finished_run
     snapshot = VariableContainer(server.localhost_client()).pull()
     assert snapshot.learner_done and snapshot.train_step == STEPS
-    expected = crossq.fold_actor_weights(learner.agent.actor)
+    expected = crossq_networks.fold_actor_weights(learner.agent.actor)
     assert len(snapshot.policy_weights) == len(expected)
     for got, want in zip(snapshot.policy_weights, expected):
         np.testing.assert_array_equal(got, want)

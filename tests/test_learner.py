@@ -22,11 +22,11 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import paths, replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.algorithm.sac import learner as sac_learner
 from sac_distributed.errors import NonFiniteLossError
-from sac_distributed.jobs import learner_loop
+from sac_distributed.jobs import learner_loop, learner_summaries
 from sac_distributed.replay.variables import VariableContainer
 
 NUM_ITERATIONS = 20
@@ -100,7 +100,7 @@ def test_mirrored_strategy_over_two_logical_cpus_trains(
     monkeypatch.setattr(
         learner_loop.logging, "info", lambda msg, *args: logged.append(msg % args if args else msg)
     )
-    strategy = agent_lib.make_strategy("mirrored")
+    strategy = strategy_lib.make_strategy("mirrored")
     assert strategy.num_replicas_in_sync == 2, "conftest should have split the CPU in two"
 
     fill_replay(128)
@@ -237,8 +237,8 @@ def test_a_seed_fixes_the_initial_weights(make_learner, make_learner_config, tmp
 
 
 def test_progress_and_durations_read_well():
-    assert learner_loop.progress(1000, 8000, 100.0) == "1000/8000 (12%), about 1 min 10 s left"
-    assert learner_loop.progress(8000, 8000, 100.0) == "8000/8000 (100%)"
-    assert learner_loop.progress(0, 8000, 0.0) == "0/8000 (0%)"
-    assert learner_loop.format_duration(3725) == "1 h 2 min"
-    assert learner_loop.format_duration(7.2) == "7 s"
+    assert learner_summaries.progress(1000, 8000, 100.0) == "1000/8000 (12%), about 1 min 10 s left"
+    assert learner_summaries.progress(8000, 8000, 100.0) == "8000/8000 (100%)"
+    assert learner_summaries.progress(0, 8000, 0.0) == "0/8000 (0%)"
+    assert learner_summaries.format_duration(3725) == "1 h 2 min"
+    assert learner_summaries.format_duration(7.2) == "7 s"

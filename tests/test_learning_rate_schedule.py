@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from conftest import small_hparams
 
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import ConfigError
 
 
@@ -40,7 +40,7 @@ def test_linear_schedule_halves_each_rate_midway_and_ends_at_zero(env_specs):
         critic_learning_rate=1e-3,
         alpha_learning_rate=2e-4,
     )
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     for name, optimizer in _optimizers(agent).items():
         start = getattr(hp, f"{name}_learning_rate")
         assert _rate(optimizer) == pytest.approx(start), name  # before any step
@@ -52,7 +52,7 @@ def test_linear_schedule_halves_each_rate_midway_and_ends_at_zero(env_specs):
 def test_constant_is_the_default_and_keeps_each_rate(env_specs):
     hp = small_hparams()
     assert hp.learning_rate_schedule == "constant"
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     for name, optimizer in _optimizers(agent).items():
         assert float(optimizer.learning_rate) == pytest.approx(getattr(hp, f"{name}_learning_rate"))
 

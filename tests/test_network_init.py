@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 from conftest import small_hparams
 
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm.normalization import ObservationNormalizer
+from sac_distributed.algorithm.sac import update as sac_update
+from sac_distributed.algorithm.sac.normalization import ObservationNormalizer
 from sac_distributed.errors import ConfigError
 
 
@@ -29,7 +29,7 @@ def _networks(agent):
 def test_glorot_is_the_default_and_starts_biases_at_zero(env_specs):
     hp = small_hparams()
     assert hp.network_init == "glorot"
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     for name, net in _networks(agent).items():
         for layer in _dense_layers(net):
             assert not np.any(layer.bias.numpy()), f"{name}/{layer.name} bias is not zero"
@@ -40,7 +40,7 @@ def test_torch_draws_kernels_and_biases_within_one_over_sqrt_fan_in(env_specs, n
     tf.random.set_seed(0)
     hp = small_hparams(network_init="torch", normalize_observations=normalize)
     normalizer = ObservationNormalizer(env_specs.observation) if normalize else None
-    agent = agent_lib.make_agent(env_specs, hp, normalizer=normalizer)
+    agent = sac_update.make_agent(env_specs, hp, normalizer=normalizer)
     for name, net in _networks(agent).items():
         for layer in _dense_layers(net):
             kernel, bias = layer.kernel.numpy(), layer.bias.numpy()
@@ -66,7 +66,7 @@ def test_torch_starts_the_critic_output_smaller_than_glorot(env_specs):
 
     def last_kernel_std(init):
         tf.random.set_seed(1)
-        agent = agent_lib.make_agent(env_specs, small_hparams(network_init=init))
+        agent = sac_update.make_agent(env_specs, small_hparams(network_init=init))
         return _dense_layers(agent._critic_network_1)[-1].kernel.numpy().std()  # noqa: SLF001
 
     assert last_kernel_std("torch") < 0.75 * last_kernel_std("glorot")

@@ -19,9 +19,9 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import paths
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm.normalization import OBSERVATION_CLIP, ObservationNormalizer
+from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.algorithm.policy import NumpyActorPolicy, ObservationNormalization
+from sac_distributed.algorithm.sac.normalization import OBSERVATION_CLIP, ObservationNormalizer
 from sac_distributed.errors import CheckpointError
 from sac_distributed.replay.variables import VariableContainer
 
@@ -46,7 +46,7 @@ def test_running_statistics_match_numpy(env_specs):
 
 
 def test_replicas_all_reduce_their_batches(env_specs):
-    strategy = agent_lib.make_strategy("mirrored")
+    strategy = strategy_lib.make_strategy("mirrored")
     assert strategy.num_replicas_in_sync == 2
     with strategy.scope():
         normalizer = ObservationNormalizer(env_specs.observation)

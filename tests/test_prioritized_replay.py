@@ -18,10 +18,13 @@ import tree
 from conftest import small_hparams, wait_for_size
 
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import priorities as algorithm_priorities
+from sac_distributed.algorithm import strategy as strategy_lib
+from sac_distributed.algorithm.sac import learner as sac_learner
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import SignatureMismatchError
 from sac_distributed.replay import priorities as priorities_lib
+from sac_distributed.replay.signatures import POLICY_VARIABLES, variable_signature
 from sac_distributed.replay.variables import VariableContainer
 
 K = 4  # rows per item: the per-item mean and the row weights are exercised
@@ -111,7 +114,9 @@ def _priorities_by_key(client, draws=400):
 def test_importance_weights_of_hand_made_probabilities():
     probability = tf.constant([0.1, 0.2, 0.4, 0.3], tf.float64)
     size = tf.constant([10, 10, 10, 10], tf.int64)
-    weights = sac_learner.importance_weights(probability, size, beta=0.5, rows_per_item=2).numpy()
+    weights = algorithm_priorities.importance_weights(
+        probability, size, beta=0.5, rows_per_item=2
+    ).numpy()
     # (N P)^-0.5 = 1, 2^-0.5, 4^-0.5, 3^-0.5; the largest (the rarest item) is 1.
     expected = np.repeat([1.0, 2**-0.5, 0.5, 3**-0.5], 2)
     np.testing.assert_allclose(weights, expected, rtol=1e-6)
@@ -122,16 +127,16 @@ def test_importance_weights_of_hand_made_probabilities():
 def test_importance_weights_are_one_without_correction_or_prioritization():
     probability = tf.constant([0.05, 0.5, 0.45], tf.float64)
     size = tf.constant([3, 3, 3], tf.int64)
-    no_correction = sac_learner.importance_weights(probability, size, 0.0, 1)
+    no_correction = algorithm_priorities.importance_weights(probability, size, 0.0, 1)
     np.testing.assert_array_equal(no_correction.numpy(), np.ones(3, np.float32))
-    uniform = sac_learner.importance_weights(tf.fill([5], 0.01), tf.fill([5], 100), 0.4, 3)
+    uniform = algorithm_priorities.importance_weights(tf.fill([5], 0.01), tf.fill([5], 100), 0.4, 3)
     np.testing.assert_allclose(uniform.numpy(), np.ones(15), rtol=1e-6)
 
 
 def test_item_priorities_are_the_mean_abs_td_error_of_their_rows():
     td = tf.constant([1.0, 3.0, 0.0, 0.0, 2.0, 2.0])
-    got = sac_learner.item_priorities(td, rows_per_item=2).numpy()
-    eps = sac_learner.PRIORITY_EPSILON
+    got = algorithm_priorities.item_priorities(td, rows_per_item=2).numpy()
+    eps = algorithm_priorities.PRIORITY_EPSILON
     np.testing.assert_allclose(got, [2.0 + eps, eps, 2.0 + eps], rtol=1e-12)
     assert got.dtype == np.float64 and (got > 0).all()
 
@@ -149,7 +154,7 @@ def _batch(env_specs, n, seed):
 
 def test_unit_weights_give_sac_agents_own_critic_loss(env_specs):
     hparams = _hparams(reward_scale_factor=2.0)
-    agent = agent_lib.make_agent(env_specs, hparams)
+    agent = sac_update.make_agent(env_specs, hparams)
     experience = _batch(env_specs, 32, seed=1)
     time_steps, policy_steps, next_time_steps = experience
     tf.random.set_seed(11)  # both draw the same a' ~ pi(s')
@@ -164,13 +169,13 @@ def test_unit_weights_give_sac_agents_own_critic_loss(env_specs):
         training=True,
     )
     tf.random.set_seed(11)
-    ours, td = sac_learner.critic_loss_and_td_errors(agent, experience, tf.ones([32]))
+    ours, td = sac_update.critic_loss_and_td_errors(agent, experience, tf.ones([32]))
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
     assert td.shape == (32,) and (td.numpy() >= 0).all()
     # The loss is the mean of both critics' squared errors; a zero weight drops a row.
     tf.random.set_seed(11)
     half = tf.constant([1.0, 0.0] * 16)
-    weighted, _ = sac_learner.critic_loss_and_td_errors(agent, experience, half)
+    weighted, _ = sac_update.critic_loss_and_td_errors(agent, experience, half)
     assert 0.0 < weighted.numpy() < ours.numpy()
 
 
@@ -185,7 +190,7 @@ def test_training_steps_change_priorities_on_the_server(
     assert set(_priorities_by_key(client).values()) == {1.0}
 
     learner = sac_learner.SacLearner(
-        env_specs, hparams, agent_lib.make_strategy(strategy), str(tmp_path), seed=0
+        env_specs, hparams, strategy_lib.make_strategy(strategy), str(tmp_path), seed=0
     )
     before = learner.train_step_numpy
     losses, update = learner.step_prioritized(_iterator(learner, address, env_specs, hparams), 3)
@@ -286,7 +291,7 @@ def test_a_job_whose_setting_differs_from_the_servers_sampler_is_refused(
 
 
 def _zero_weights(env_specs):
-    specs = agent_lib.policy_variable_specs(env_specs, small_hparams())
+    specs = variable_signature(env_specs, small_hparams())[POLICY_VARIABLES]
     return [np.zeros(spec.shape, np.float32) for spec in specs]
 
 

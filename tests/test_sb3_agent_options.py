@@ -7,9 +7,10 @@ from conftest import small_hparams
 from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
 from tf_agents.trajectories import time_step as ts
 
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
 from sac_distributed.algorithm.policy import NumpyActorPolicy
+from sac_distributed.algorithm.sac import learner as sac_learner
+from sac_distributed.algorithm.sac import networks as sac_networks
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.config import POLICY_LOG_STD_RANGE
 from sac_distributed.errors import ConfigError
 
@@ -29,7 +30,7 @@ def _set_head(variables, env_specs, mean, log_std):
 
 def _agent_with_log_std(env_specs, log_std, **overrides):
     """An agent whose actor outputs mean 0 and the given log std everywhere."""
-    agent = agent_lib.make_agent(env_specs, small_hparams(**overrides))
+    agent = sac_update.make_agent(env_specs, small_hparams(**overrides))
     variables = sac_learner.policy_variables(agent)
     _set_head(variables, env_specs, 0.0, log_std)
     return agent, [v.numpy() for v in variables]
@@ -106,7 +107,7 @@ def test_clipped_samples_stay_near_the_mean(env_specs):
 def test_the_averaged_policy_keeps_the_clip(env_specs):
     hp = small_hparams(clip_policy_log_std=True, policy_averaging_tau=0.01)
     agent, _ = _agent_with_log_std(env_specs, 5.0, clip_policy_log_std=True)
-    averager = agent_lib.PolicyAverager(agent._actor_network, env_specs, 0.01, None)  # noqa: SLF001
+    averager = sac_networks.PolicyAverager(agent._actor_network, env_specs, 0.01, None)  # noqa: SLF001
     _set_head(averager.network.variables, env_specs, 5.0, 5.0)
     obs = np.ones((4,) + tuple(env_specs.observation.shape), np.float32)
     dist = averager.policy.distribution(ts.restart(obs, batch_size=4)).action
@@ -116,7 +117,7 @@ def test_the_averaged_policy_keeps_the_clip(env_specs):
 
 @pytest.mark.parametrize("epsilon", [1e-7, 1e-8])
 def test_every_optimizer_uses_adam_epsilon(env_specs, epsilon):
-    agent = agent_lib.make_agent(env_specs, small_hparams(adam_epsilon=epsilon))
+    agent = sac_update.make_agent(env_specs, small_hparams(adam_epsilon=epsilon))
     optimizers = [
         agent._actor_optimizer,  # noqa: SLF001
         agent._critic_optimizer,  # noqa: SLF001
@@ -142,7 +143,7 @@ def test_a_non_bool_clip_is_refused():
 
 def _log_pi_at(env_specs, mean, epsilon):
     """SacAgent's own (action, log pi) for a policy at pre-tanh mean `mean`, std 1e-3."""
-    agent = agent_lib.make_agent(env_specs, small_hparams(squash_log_prob_epsilon=epsilon))
+    agent = sac_update.make_agent(env_specs, small_hparams(squash_log_prob_epsilon=epsilon))
     _set_head(sac_learner.policy_variables(agent), env_specs, mean, np.log(1e-3))
     obs = np.ones((8,) + tuple(env_specs.observation.shape), np.float32)
     tf.random.set_seed(7)
@@ -151,7 +152,7 @@ def _log_pi_at(env_specs, mean, epsilon):
 
 
 def test_zero_keeps_tf_agents_own_head(env_specs):
-    agent = agent_lib.make_agent(env_specs, small_hparams())
+    agent = sac_update.make_agent(env_specs, small_hparams())
     assert small_hparams().squash_log_prob_epsilon == 0.0
     projection = agent._actor_network._projection_networks  # noqa: SLF001
     assert type(projection) is tanh_normal_projection_network.TanhNormalProjectionNetwork
@@ -180,7 +181,7 @@ def test_the_capped_head_is_copied_and_exported(env_specs, tmp_path):
     from tf_agents.policies import policy_saver
 
     agent, _, _ = _log_pi_at(env_specs, 8.0, 1e-6)
-    averager = agent_lib.PolicyAverager(agent._actor_network, env_specs, 0.01)  # noqa: SLF001
+    averager = sac_networks.PolicyAverager(agent._actor_network, env_specs, 0.01)  # noqa: SLF001
     assert type(averager.network._projection_networks) is type(  # noqa: SLF001
         agent._actor_network._projection_networks  # noqa: SLF001
     )

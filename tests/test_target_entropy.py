@@ -5,18 +5,18 @@ import math
 import pytest
 from conftest import small_hparams
 
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import ConfigError
 
 
 def test_unset_keeps_tf_agents_default_of_minus_half_the_action_dims(env_specs):
-    agent = agent_lib.make_agent(env_specs, small_hparams())
+    agent = sac_update.make_agent(env_specs, small_hparams())
     action_dims = int(env_specs.action.shape.num_elements())
     assert agent._target_entropy == pytest.approx(-action_dims / 2.0)  # noqa: SLF001
 
 
 def test_a_given_target_reaches_the_agent(env_specs):
-    agent = agent_lib.make_agent(env_specs, small_hparams(target_entropy=-1.0))
+    agent = sac_update.make_agent(env_specs, small_hparams(target_entropy=-1.0))
     assert agent._target_entropy == pytest.approx(-1.0)  # noqa: SLF001
 
 

@@ -17,7 +17,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import update as sac_update
 
 BATCH = 32
 SEED = 1234
@@ -26,7 +26,7 @@ SEED = 1234
 @pytest.fixture(scope="module")
 def agent(env_specs, hparams):
     tf.random.set_seed(7)
-    return agent_lib.make_agent(env_specs, hparams)
+    return sac_update.make_agent(env_specs, hparams)
 
 
 @pytest.fixture(scope="module")

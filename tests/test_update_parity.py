@@ -10,7 +10,7 @@ from conftest import small_hparams
 from tf_agents.trajectories import time_step as ts
 
 from benchmarks.probes import update_parity
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import update as sac_update
 
 
 def test_flags_apply_to_the_preset():
@@ -43,7 +43,7 @@ def _inputs(env_specs, hp, steps=3, seed=0):
 def test_the_noise_goes_to_each_sample_in_sb3s_order(env_specs):
     hp = small_hparams()
     tf.random.set_seed(0)
-    agent = agent_lib.make_agent(env_specs, hp)
+    agent = sac_update.make_agent(env_specs, hp)
     inputs = _inputs(env_specs, hp)
     noise = update_parity.FixedNoise(agent, inputs)
     noise.step = 1
@@ -90,8 +90,8 @@ def _sb3_layout(agent):
 
 def test_sb3s_layout_loads_into_our_networks(env_specs):
     hp = small_hparams()
-    source = agent_lib.make_agent(env_specs, hp)
-    target = agent_lib.make_agent(env_specs, hp)
+    source = sac_update.make_agent(env_specs, hp)
+    target = sac_update.make_agent(env_specs, hp)
     update_parity.load_start(target, update_parity.sb3_as_keras(_sb3_layout(source)))
     for name, variables in update_parity.networks(source).items():
         for a, b in zip(variables, update_parity.networks(target)[name]):
@@ -100,8 +100,8 @@ def test_sb3s_layout_loads_into_our_networks(env_specs):
 
 
 def test_a_wrong_size_is_named(env_specs):
-    agent = agent_lib.make_agent(env_specs, small_hparams())
-    wider = agent_lib.make_agent(env_specs, small_hparams(actor_fc_layer_params=(32, 32)))
+    agent = sac_update.make_agent(env_specs, small_hparams())
+    wider = sac_update.make_agent(env_specs, small_hparams(actor_fc_layer_params=(32, 32)))
     start = update_parity.sb3_as_keras(_sb3_layout(wider))
     with pytest.raises(SystemExit, match="actor: ours has shapes"):
         update_parity.load_start(agent, start)
@@ -110,7 +110,7 @@ def test_a_wrong_size_is_named(env_specs):
 def test_a_run_is_repeatable_and_the_control_moves_it_only_a_little(env_specs):
     hp = small_hparams()
     tf.random.set_seed(0)
-    start = update_parity.sb3_as_keras(_sb3_layout(agent_lib.make_agent(env_specs, hp)))
+    start = update_parity.sb3_as_keras(_sb3_layout(sac_update.make_agent(env_specs, hp)))
     inputs = _inputs(env_specs, hp, steps=3)
     marks = [1, 3]
     first = update_parity.run_ours(env_specs, hp, inputs, start, marks)

@@ -8,9 +8,9 @@ from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
 from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.algorithm.sac import learner as sac_learner
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.replay import variables as variables_lib
 from sac_distributed.replay.variables import VariableContainer
 
@@ -45,7 +45,7 @@ def learner_on_server(new_server, new_learner, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def agent(env_specs, hparams):
-    return agent_lib.make_agent(env_specs, hparams)
+    return sac_update.make_agent(env_specs, hparams)
 
 
 def test_pull_returns_none_on_an_empty_table(client):

@@ -18,7 +18,7 @@ from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import networks as sac_networks
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.envs.specs import EnvSpecs
@@ -69,7 +69,7 @@ def to_our_row(step: RandomStep) -> np.ndarray:
 
 def initial_policy_weights(specs: EnvSpecs, hparams: Hyperparams) -> List[np.ndarray]:
     """Freshly initialised actor-network weights, in the variable container's order."""
-    network = agent_lib.make_actor_network(specs, hparams)
+    network = sac_networks.make_actor_network(specs, hparams)
     network.create_variables()
     return [v.numpy() for v in network.variables]
 

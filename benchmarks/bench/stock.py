@@ -28,7 +28,7 @@ from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 from tf_agents.train import actor as tfa_actor
 from tf_agents.train import learner as tfa_learner
 
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.envs.specs import EnvSpecs
@@ -53,7 +53,7 @@ def stock_table(capacity: int) -> reverb.Table:
 def make_stock_agent(specs: EnvSpecs, hp: Hyperparams) -> Tuple[sac_agent.SacAgent, tf.Variable]:
     """The tutorial's agent (our `agent.make_agent`) and its train_step counter."""
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-    return agent_lib.make_agent(specs, hp, train_step), train_step
+    return sac_update.make_agent(specs, hp, train_step), train_step
 
 
 def stock_buffer(agent: sac_agent.SacAgent, **where) -> reverb_replay_buffer.ReverbReplayBuffer:

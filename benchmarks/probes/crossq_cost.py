@@ -1,6 +1,6 @@
 """The cost of one CrossQ update against one SAC update, at several critic widths.
 
-Both learners (`SacLearner`, `CrossQLearner`, built by `learners.make_learner`
+Both learners (`SacLearner`, `CrossQLearner`, built by `registry.make_learner`
 as the learner job builds them) run in this process on one constant batch of
 an env preset's size (no sampling: only the update's own cost differs), with
 the preset's actor and two hidden critic layers of each --widths size. CrossQ
@@ -31,8 +31,8 @@ from absl import logging
 
 import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it selects Keras 2)
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import learners
+from sac_distributed.algorithm import registry
+from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.config import hyperparams_for
 from sac_distributed.envs import loader as env_loader
 
@@ -52,8 +52,8 @@ def _learner(env_name: str, specs, algorithm: str, width: int):
     hparams = hyperparams_for(
         env_name, {"algorithm": algorithm, "critic_joint_fc_layer_params": (width, width)}
     )
-    strategy = agent_lib.make_strategy("default")
-    return learners.make_learner(specs, hparams, strategy, tempfile.mkdtemp(), seed=0), hparams
+    strategy = strategy_lib.make_strategy("default")
+    return registry.make_learner(specs, hparams, strategy, tempfile.mkdtemp(), seed=0), hparams
 
 
 def measure(args: argparse.Namespace) -> Tuple[Dict[Pair, List[float]], int]:

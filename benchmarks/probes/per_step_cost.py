@@ -42,8 +42,8 @@ from absl import logging
 
 import benchmarks.bench  # noqa: F401  (imports sac_distributed first: it selects Keras 2)
 from sac_distributed import replay
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm import strategy as strategy_lib
+from sac_distributed.algorithm.sac import learner as sac_learner
 from sac_distributed.config import hyperparams_for
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.replay import priorities
@@ -136,7 +136,7 @@ def measure(args: argparse.Namespace) -> Dict[str, List[float]]:
     sampled = client.sample(replay.REPLAY_TABLE, num_samples=items_per_batch)
     keys = np.array([int(s[0].info.key) for s in sampled], np.uint64)
     experience, info = _batch(specs, hparams, keys)
-    strategy = agent_lib.make_strategy("default")
+    strategy = strategy_lib.make_strategy("default")
     learner = sac_learner.SacLearner(specs, hparams, strategy, tempfile.mkdtemp(), seed=0)
     uniform = iter(tf.data.Dataset.from_tensors(experience).repeat())
     prioritized = iter(tf.data.Dataset.from_tensors((experience, info)).repeat())

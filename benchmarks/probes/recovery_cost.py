@@ -54,7 +54,7 @@ def measure(env_name: str, overrides: dict, steps_per_call: int) -> dict:
 
     from sac_distributed import config as config_lib
     from sac_distributed import replay
-    from sac_distributed.algorithm.learners import make_learner
+    from sac_distributed.algorithm.registry import make_learner
     from sac_distributed.envs import loader as env_loader
     from sac_distributed.jobs.server import make_server
 

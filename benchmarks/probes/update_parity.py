@@ -44,8 +44,8 @@ from tf_agents.utils import common
 
 from benchmarks import learning
 from sac_distributed import config as config_lib
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import sac_learner
+from sac_distributed.algorithm.sac import learner as sac_learner
+from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.envs import loader as env_loader
 
 BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -215,7 +215,7 @@ def transition(inputs, k: int):
 
 
 def run_ours(specs, hp, inputs, start, marks) -> Dict[str, dict]:
-    agent = agent_lib.make_agent(specs, hp)
+    agent = sac_update.make_agent(specs, hp)
     load_start(agent, start)
     agent.initialize()  # targets = the critics just loaded
     noise = FixedNoise(agent, inputs)

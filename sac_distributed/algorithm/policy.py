@@ -1,4 +1,4 @@
-"""The SAC actor network evaluated in NumPy, for actors and evaluators.
+"""The actor network evaluated in NumPy, for actors and evaluators.
 
 TF-Agents' `collect_policy.action` costs about 1 ms per call on a 2-core CPU
 while the same MLP in NumPy costs about 0.02 ms (see benchmarks/), and that
@@ -63,6 +63,24 @@ class ObservationNormalization:
         x = (x - self.mean.reshape(-1)) / self.std.reshape(-1)
         np.clip(x, -self.clip, self.clip, out=x)
         return x
+
+
+def acting_weight_shapes(
+    observation_size: int, action_size: int, hidden_sizes: Sequence[int]
+) -> List[Tuple[int, ...]]:
+    """The shapes of the acting weights `NumpyActorPolicy.set_weights` takes, in order.
+
+    A (kernel, bias) pair per hidden layer, then the projection to the mean and
+    pre-transform std of every action dimension: the layout of TF-Agents'
+    ActorDistributionNetwork's variables, which every learner's acting weights
+    follow (CrossQ folds its BatchRenorm layers into it). The variable container's
+    signature is built from these, without building a network.
+    """
+    sizes = [int(observation_size), *(int(units) for units in hidden_sizes)]
+    shapes: List[Tuple[int, ...]] = []
+    for fan_in, fan_out in zip(sizes, sizes[1:] + [2 * int(action_size)]):
+        shapes += [(fan_in, fan_out), (fan_out,)]
+    return shapes
 
 
 class NumpyActorPolicy:

@@ -17,6 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import app, flags, logging
 
 from sac_distributed import config as config_lib
+from sac_distributed.algorithm import registry
+from sac_distributed.algorithm.crossq import config as crossq_config
 from sac_distributed.errors import USER_ERRORS, StoppedWhileWaitingError
 from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import check_root_dir
@@ -173,15 +175,16 @@ flags.DEFINE_enum(
 flags.DEFINE_enum(
     "algorithm",
     None,
-    list(config_lib.ALGORITHMS),
-    "The learner's update: sac (TF-Agents' SacAgent) or crossq (batch-renormalized "
-    "networks, no target critics, learning rates 1e-3 unless given; see README).",
+    registry.names(),
+    "The learner's update: "
+    + "; ".join(f"{entry.name} ({entry.help})" for entry in registry.entries())
+    + f". More with {registry.ALGORITHMS_ENV}=module:attr (see docs/concepts.md).",
 )
 flags.DEFINE_list(
     "crossq_ablations",
     None,
     "For ablation studies: CrossQ's pieces to turn back to SAC's, comma-separated, from "
-    + ", ".join(config_lib.CROSSQ_ABLATIONS)
+    + ", ".join(crossq_config.ABLATIONS)
     + " (needs --algorithm=crossq).",
 )
 flags.DEFINE_float(

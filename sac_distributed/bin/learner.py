@@ -45,10 +45,10 @@ def main() -> None:
     _common.refuse_another_run(config)
     # TensorFlow only now, once the flags have passed (see the package docstring).
     from sac_distributed import jobs
-    from sac_distributed.algorithm import agent as agent_lib
+    from sac_distributed.algorithm import strategy as strategy_lib
 
     if FLAGS.num_logical_cpus:
-        agent_lib.use_logical_cpus(FLAGS.num_logical_cpus)
+        strategy_lib.use_logical_cpus(FLAGS.num_logical_cpus)
     stop = StopSignal(finishing="writing the last checkpoint and policies")
     jobs.run_learner(config, stop.install())
 

@@ -19,9 +19,7 @@ from sac_distributed.config.checks import (
     validate_rate_limit,
 )
 from sac_distributed.config.hyperparams import (
-    ALGORITHMS,
     CRITIC_LOSSES,
-    CROSSQ_ABLATIONS,
     DEFAULT_ENV_NAME,
     LEARNING_RATE_SCHEDULES,
     MAX_N_STEP,
@@ -41,7 +39,6 @@ from sac_distributed.config.jobs import (
 )
 from sac_distributed.config.launch import ENGINES, LaunchConfig
 from sac_distributed.config.presets import (
-    CROSSQ_LEARNING_RATE,
     GENERIC_MAX_INTERVAL,
     GENERIC_PRESET,
     PRESETS,
@@ -53,10 +50,7 @@ from sac_distributed.errors import ConfigError  # raised by every check; importa
 
 __all__ = [
     "ConfigError",
-    "ALGORITHMS",
-    "CROSSQ_ABLATIONS",
     "CRITIC_LOSSES",
-    "CROSSQ_LEARNING_RATE",
     "DEFAULT_ENV_NAME",
     "DEFAULT_PORT",
     "ENGINES",

@@ -1,4 +1,4 @@
-"""`Hyperparams`: the SAC (or CrossQ) hyperparameters every job shares, validated when built.
+"""`Hyperparams`: the hyperparameters every job shares, validated when built.
 
 The environment name and the network sizes in it determine the Reverb table
 signatures, so every job built from the same flags and presets agrees on them.
@@ -24,30 +24,6 @@ MAX_N_STEP = 100
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
 NETWORK_INITS = ("glorot", "torch")
 CRITIC_LOSSES = ("squared", "huber")
-# The learner's update: TF-Agents' SacAgent, or CrossQ (algorithm/crossq.py).
-ALGORITHMS = ("sac", "crossq")
-# The options the CrossQ learner cannot follow, each with why; only their defaults pass.
-CROSSQ_UNSUPPORTED = {
-    "prioritized_replay": "its update computes no per-item TD errors for the priorities",
-    "policy_averaging_tau": (
-        "an average of batch-renormalized weights has no running statistics to match"
-    ),
-    "critic_layer_norm": "its critics are batch-renormalized; a layer norm on top is not CrossQ",
-    "normalize_observations": "its networks batch-renormalize their inputs themselves",
-    "learning_rate_schedule": (
-        "its actor steps every third train step, so a schedule over num_iterations "
-        "would decay the actor's rate a third as far"
-    ),
-}
-# CrossQ's pieces, each of which `crossq_ablations` can turn back to what SAC
-# does, to measure what that piece buys (algorithm/crossq.py reads them).
-CROSSQ_ABLATIONS = {
-    "separate_passes": "(s, a) and (s', a') through each critic in two passes, not one",
-    "target_critics": "bootstrap from Polyak-averaged target critics (target_update_tau)",
-    "no_batch_renorm": "plain Dense and ReLU layers in the actor and critics",
-    "adam_beta1_0.9": "Adam's default beta1 0.9 instead of CrossQ's 0.5",
-    "no_policy_delay": "the actor and temperature step with every critic step",
-}
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -90,7 +66,7 @@ class Hyperparams:
     # batch_size; capacity and warm-up sizes stay in transitions.
     transitions_per_item: int = 1
     # Train on clip((obs - mean) / std) with running statistics kept by the
-    # learner and sent to actors with the weights (see normalization.py).
+    # learner and sent to actors with the weights (algorithm/sac/normalization.py).
     normalize_observations: bool = False
     # Rewards summed over n steps per replay transition (n-step returns; 1:
     # one-step SAC). Off-policy without correction, as in Acme's n-step adders.
@@ -139,14 +115,14 @@ class Hyperparams:
     # linear beyond, as DQN uses), which bounds how far one surprising row, a
     # fall the critic did not foresee, pulls a batch's gradient.
     critic_loss: str = "squared"
-    # The learner's update: "sac" (TF-Agents' SacAgent, target critics) or
-    # "crossq" (Bhatt et al. 2024: batch-renormalized actor and critics, no
-    # target critics, (s, a) and (s', a') in one critic pass, Adam beta1 0.5,
-    # the actor updated every third step; algorithm/crossq.py). Replay, actors
-    # and the evaluator are the same for both.
+    # The learner's update, a name in sac_distributed.algorithm.registry: "sac"
+    # (TF-Agents' SacAgent, target critics) or "crossq" (Bhatt et al. 2024:
+    # batch-renormalized actor and critics, no target critics, (s, a) and (s', a')
+    # in one critic pass, Adam beta1 0.5, the actor updated every third step;
+    # algorithm/crossq/). Replay, actors and the evaluator are the same for all.
     algorithm: str = "sac"
-    # For ablation studies of CrossQ only: names from CROSSQ_ABLATIONS, each
-    # turning one of its pieces back to SAC's. Empty: CrossQ as published.
+    # For ablation studies of CrossQ only: names from algorithm/crossq/config.py's
+    # ABLATIONS, each turning one of its pieces back to SAC's. Empty: as published.
     crossq_ablations: Tuple[str, ...] = ()
 
     @property
@@ -180,15 +156,6 @@ class Hyperparams:
     def replay_capacity_items(self) -> int:
         """The replay table's max_size: whole items of transitions_per_item transitions."""
         return self.replay_buffer_capacity // self.transitions_per_item
-
-
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hyperparams)}
-
-
-def crossq_unsupported_reset(hp: Hyperparams) -> Hyperparams:
-    """`hp` with each option in CROSSQ_UNSUPPORTED at its default (a preset's own
-    values for SAC, which a user who picks CrossQ did not ask for)."""
-    return dataclasses.replace(hp, **{name: _DEFAULTS[name] for name in CROSSQ_UNSUPPORTED})
 
 
 def _check_counts(hp: Hyperparams) -> None:
@@ -341,43 +308,10 @@ def default_error_buffer(samples_per_insert: float, hparams: Hyperparams) -> flo
 
 
 def _check_algorithm(hparams: Hyperparams) -> None:
-    """Refuses an unknown algorithm, and the options the CrossQ learner cannot follow."""
-    _require(
-        hparams.algorithm in ALGORITHMS,
-        f"algorithm must be one of {', '.join(ALGORITHMS)}, got {hparams.algorithm!r}.",
-    )
-    _check_crossq_ablations(hparams)
-    if hparams.algorithm != "crossq":
-        return
-    for name, why in CROSSQ_UNSUPPORTED.items():
-        _require(
-            getattr(hparams, name) == _DEFAULTS[name],
-            f"--algorithm=crossq does not support {name}={getattr(hparams, name)!r}: {why}. "
-            f"Leave {name} at its default, or use --algorithm=sac.",
-        )
-    _require(
-        hparams.batch_size >= 2,
-        f"--algorithm=crossq needs batch_size >= 2 (batch statistics), got {hparams.batch_size}.",
-    )
+    """Refuses an unregistered algorithm, and what the algorithms' own checks refuse
+    (the options an algorithm cannot follow; its options given to another)."""
+    # Imported here, not at the top: the entries' config modules are loaded on first
+    # use, and the presets build Hyperparams while this package is still loading.
+    from sac_distributed.algorithm import registry
 
-
-def _check_crossq_ablations(hparams: Hyperparams) -> None:
-    """Ablations only of CrossQ, each a known piece named once."""
-    names = hparams.crossq_ablations
-    if not names:
-        return
-    _require(
-        hparams.algorithm == "crossq",
-        f"crossq_ablations={','.join(names)} ablates CrossQ's pieces, but algorithm is "
-        f"{hparams.algorithm!r}: add --algorithm=crossq, or drop --crossq_ablations.",
-    )
-    unknown = [name for name in names if name not in CROSSQ_ABLATIONS]
-    _require(
-        not unknown,
-        f"crossq_ablations has unknown {', '.join(map(repr, unknown))}; "
-        f"each must be one of {', '.join(CROSSQ_ABLATIONS)}.",
-    )
-    _require(
-        len(set(names)) == len(names),
-        f"crossq_ablations names a piece twice: {','.join(names)}.",
-    )
+    registry.check(hparams)

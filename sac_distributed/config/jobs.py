@@ -187,11 +187,7 @@ class LearnerConfig:
             self.strategy != "tpu" or bool(self.tpu),
             "--strategy=tpu needs --tpu=<address> (e.g. grpc://10.0.0.2:8470 or a TPU name).",
         )
-        _require(
-            self.hparams.algorithm != "crossq" or self.strategy == "default",
-            f"--algorithm=crossq runs under --strategy=default only, got {self.strategy!r}: "
-            "its batch statistics would be each replica's own, unsynchronized.",
-        )
+        _check_strategy_for_algorithm(self.hparams.algorithm, self.strategy)
         for name in (
             "steps_per_call",
             "variable_push_interval",
@@ -234,3 +230,11 @@ def _require_num_replay_shards(num_shards: Any, hparams: Hyperparams) -> None:
         f"replay's {items} (replay_buffer_capacity / transitions_per_item): too few to sample "
         "a batch from. Use fewer shards or a larger --replay_buffer_capacity.",
     )
+
+
+def _check_strategy_for_algorithm(algorithm: str, strategy: str) -> None:
+    """The strategy the algorithm's registry entry can train under."""
+    # Imported here: the registry's entries are loaded on first use (hyperparams.py).
+    from sac_distributed.algorithm import registry
+
+    registry.get(algorithm).check_strategy(strategy)

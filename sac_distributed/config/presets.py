@@ -6,12 +6,8 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
 from sac_distributed.config.checks import _is_number, _require
-from sac_distributed.config.hyperparams import Hyperparams, crossq_unsupported_reset
+from sac_distributed.config.hyperparams import Hyperparams
 from sac_distributed.errors import ConfigError
-
-# CrossQ's published learning rate (Bhatt et al. 2024), its default for all three
-# optimizers where the flags name none (the presets' rates are tuned for SAC).
-CROSSQ_LEARNING_RATE = 1e-3
 
 # Small tables (and one update per env step, preset_defaults) keep K=1: memory is no issue
 # there, and independent samples matter more than sampling cost.
@@ -229,13 +225,7 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
     (an env without a preset: GENERIC_PRESET, then `generic_defaults`)."""
     base = PRESETS.get(env_name, GENERIC_PRESET)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if given.get("algorithm") == "crossq":  # its own defaults unless the flags name others
-        rates = ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate")
-        # The CrossQ authors' actor clips its log std; unclipped, HopperBullet's seed 0
-        # went NaN at 21k updates (benchmarks/results/crossq_hopper).
-        crossq = {name: CROSSQ_LEARNING_RATE for name in rates}
-        base = dataclasses.replace(base, clip_policy_log_std=True, **crossq)
-        base = crossq_unsupported_reset(base)  # e.g. InvertedPendulum's policy averaging
+    base = _for_algorithm(base, given.get("algorithm", base.algorithm))
     unknown = set(given) - {f.name for f in dataclasses.fields(Hyperparams)}
     _require(not unknown, f"Unknown hyperparameters: {sorted(unknown)}.")
     try:
@@ -246,3 +236,13 @@ def hyperparams_for(env_name: str, overrides: Optional[Mapping[str, Any]] = None
         return dataclasses.replace(base, **given)
     except TypeError as e:  # e.g. a string where a number belongs
         raise ConfigError(f"Invalid hyperparameter value: {e}") from e
+
+
+def _for_algorithm(base: Hyperparams, algorithm: str) -> Hyperparams:
+    """The preset as the algorithm's registry entry adjusts it (its own defaults,
+    which the flags still override); an unknown name is Hyperparams' to refuse."""
+    # Imported here: the registry's entries are loaded on first use (hyperparams.py).
+    from sac_distributed.algorithm import registry
+
+    entry = registry.find(algorithm) if isinstance(algorithm, str) else None
+    return base if entry is None else entry.adjust_preset(base)

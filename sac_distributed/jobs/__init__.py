@@ -12,7 +12,7 @@ from typing import Callable, List, TypeVar
 from absl import logging
 
 from sac_distributed import paths, replay
-from sac_distributed.algorithm import agent as agent_lib
+from sac_distributed.algorithm.strategy import make_strategy
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.envs import sources as env_sources
@@ -148,7 +148,7 @@ def _acquire_lease(config: LearnerConfig, connection: Connection, me, should_sto
 
 
 def _train(config, specs, connection, should_stop, lease) -> LearnerResult:
-    strategy = agent_lib.make_strategy(config.strategy, config.tpu)
+    strategy = make_strategy(config.strategy, config.tpu)
     logging.info(
         "Learner strategy: %s with %d replica(s).", config.strategy, strategy.num_replicas_in_sync
     )

@@ -1,6 +1,8 @@
-"""The learner job's loop: feeds a SacLearner from Reverb and keeps its schedule.
+"""The learner job's loop: feeds a `Learner` from Reverb and keeps its schedule.
 
-The SAC update itself, its checkpoints and exports live in `algorithm/`.
+The update itself, its checkpoints and exports live in `algorithm/` (one folder
+per algorithm, chosen by `algorithm.registry`; the loop calls the methods that
+`algorithm.learner.Learner` declares).
 This loop owns what makes it a distributed job: the Reverb dataset iterator
 (learner_feed.py; one tf.function call runs up to `steps_per_call` updates
 over it, so Python runs once per call rather than once per step), a watchdog
@@ -30,18 +32,14 @@ import tensorflow as tf
 from absl import logging
 
 from sac_distributed import paths
-from sac_distributed.algorithm.learner_base import Diagnostics, Losses
-from sac_distributed.algorithm.learners import make_learner
+from sac_distributed.algorithm import registry
+from sac_distributed.algorithm.learner import Diagnostics, Learner, Losses
 from sac_distributed.config import LearnerConfig
 from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.jobs.eval_wait import EvaluationWait
 from sac_distributed.jobs.learner_feed import LearnerFeed
 from sac_distributed.jobs.learner_priorities import LearnerPriorities
-from sac_distributed.jobs.learner_summaries import (  # noqa: F401  (progress: importable here)
-    LearnerSummaries,
-    format_duration,
-    progress,
-)
+from sac_distributed.jobs.learner_summaries import LearnerSummaries
 from sac_distributed.jobs.shard_failover import ShardFailover
 from sac_distributed.jobs.watchdog import ServerLostError, Watchdog
 from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
@@ -83,7 +81,7 @@ class Every:
 
 
 class LearnerLoop:
-    """Trains a SacLearner on the Reverb replay, publishing, checkpointing and exporting.
+    """Trains a Learner on the Reverb replay, publishing, checkpointing and exporting.
 
     `run()` is the whole job: publish the first weights, wait for warm
     replay, train to num_iterations (or a stop signal), then checkpoint,
@@ -110,7 +108,7 @@ class LearnerLoop:
         self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
-        self.learner = make_learner(  # SacLearner, or CrossQLearner for --algorithm=crossq
+        self.learner: Learner = registry.make_learner(  # the one --algorithm names
             specs,
             hp,
             strategy,
@@ -126,7 +124,9 @@ class LearnerLoop:
             )
         self._iterator = None
         self._steps_per_call = config.steps_per_call
-        self._priorities = LearnerPriorities(hp.prioritized_replay, connection.replay_addresses)
+        self._priorities = LearnerPriorities(
+            hp.prioritized_replay, connection.replay_addresses, self.learner
+        )
         self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._watchdog = Watchdog(connection.replay_addresses)
         self._feed = LearnerFeed(

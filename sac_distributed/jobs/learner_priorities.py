@@ -14,8 +14,8 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from absl import logging
 
-from sac_distributed.algorithm.learner_base import Losses
-from sac_distributed.algorithm.learners import Learner
+from sac_distributed.algorithm.learner import Learner, Losses
+from sac_distributed.errors import ConfigError
 from sac_distributed.replay import priorities
 from sac_distributed.replay.variables import VariableContainer
 
@@ -29,9 +29,16 @@ class LearnerPriorities:
     Args:
       prioritized: whether the run uses prioritized replay.
       replay_addresses: the replay shards' addresses, in shard order.
+      learner: the learner it trains; refused for a prioritized run unless it
+        supports prioritized replay.
     """
 
-    def __init__(self, prioritized: bool, replay_addresses: Sequence[str]):
+    def __init__(self, prioritized: bool, replay_addresses: Sequence[str], learner: Learner):
+        if prioritized and not learner.supports_prioritized_replay:
+            raise ConfigError(
+                f"The {type(learner).__name__} has no prioritized update (its "
+                "supports_prioritized_replay is False): run without --prioritized_replay."
+            )
         self._prioritized = prioritized
         self._addresses = tuple(replay_addresses)
         self._updater: Optional[priorities.PriorityUpdater] = None

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 
 from absl import logging
 
-from sac_distributed.algorithm.learner_base import Diagnostics, Losses
+from sac_distributed.algorithm.learner import Diagnostics, Losses
 from sac_distributed.runtime import Metrics
 
 

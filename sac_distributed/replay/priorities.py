@@ -1,7 +1,7 @@
 """Sends the learner's new replay priorities to the shards, off the training path.
 
 With prioritized replay the learner computes a priority for every item it
-trained on (sac_learner.py: the item's mean |TD error|) and hands them here
+trained on (algorithm/priorities.py: the item's mean |TD error|) and hands them here
 after each training call. `PriorityUpdater` merges them per shard (a key seen
 twice keeps its latest priority) and one thread per shard sends them with one
 `mutate_priorities` call per batch, so the learner never waits on the network.

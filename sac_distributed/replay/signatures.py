@@ -21,7 +21,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 import tree
 
-from sac_distributed.algorithm.agent import policy_variable_specs
+from sac_distributed.algorithm.policy import acting_weight_shapes
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.replay.layout import ROWS_OF, TRANSITIONS, row_layout
@@ -71,12 +71,18 @@ def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, objec
     flag and observation statistics (present whether or not the learner
     normalizes, so actors need not know; only the learner's setting counts).
 
-    The policy weights' shapes follow the actor network's layer sizes, so a
+    The policy weights' shapes follow the actor network's layer sizes
+    (policy.acting_weight_shapes: the same layout for every algorithm), so a
     job built with other sizes than the server's does not match it.
     """
+    shapes = acting_weight_shapes(
+        specs.observation.shape.num_elements(),
+        specs.action.shape.num_elements(),
+        hparams.actor_fc_layer_params,
+    )
     policy = tuple(
-        tf.TensorSpec(s.shape, s.dtype, f"{POLICY_VARIABLES}_{i}")
-        for i, s in enumerate(policy_variable_specs(specs, hparams))
+        tf.TensorSpec(shape, tf.float32, f"{POLICY_VARIABLES}_{i}")
+        for i, shape in enumerate(shapes)
     )
     observation_shape = specs.observation.shape
     return {

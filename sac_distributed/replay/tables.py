@@ -23,7 +23,7 @@ Prioritized replay. With `Hyperparams.prioritized_replay` each shard's replay
 table samples items with probability p_i ** alpha / sum_k p_k ** alpha
 (Reverb's Prioritized selector, alpha = priority_exponent); the learner sets
 p_i from |TD error| (priorities.py) and weights the critic loss by importance
-weights (sac_learner.importance_weights: the SAC update imports no Reverb).
+weights (algorithm/priorities.py: the algorithms import no Reverb).
 New items enter at the largest priority the learner has set so far: the
 learner publishes it in a one-item table beside the variable container, which
 every server has whether or not it prioritizes, so that replay checkpoints

@@ -17,13 +17,13 @@ offers
     train_step, observation statistics);
   * `save_checkpoint()` / restore with fallback past damaged files, and
     `export_policies()` (full SavedModels of the three policies), done by
-    checkpoints.py after the compatibility checks of checkpoint_checks.py.
+    algorithm/checkpoints.py after the compatibility checks of checkpoint_checks.py.
 
 It knows nothing of Reverb, processes, threads or schedules: `learner_loop`
 feeds it data, watches the server and decides when to checkpoint, export and
-publish. It and prioritized_update.py (the weighted update and the
-priorities) are the only modules that reach into SacAgent's private members,
-so a faster SAC update replaces these alone.
+publish. It and update.py (the SacAgent and its weighted update) are the
+only modules that reach into SacAgent's private members, so a faster SAC
+update replaces these alone.
 """
 
 from __future__ import annotations
@@ -36,51 +36,30 @@ import tensorflow as tf
 from tf_agents.agents.sac import sac_agent
 from tf_agents.trajectories import trajectory
 
-from sac_distributed.algorithm import agent as agent_lib
-from sac_distributed.algorithm import checkpoint_checks
+from sac_distributed.algorithm.checkpoint_checks import check_written_by
 from sac_distributed.algorithm.checkpoints import (
     DEFAULT_CHECKPOINTS_TO_KEEP,
     LearnerCheckpoints,
     PolicyExporter,
     make_policy_savers,
 )
-from sac_distributed.algorithm.learner_base import (
+from sac_distributed.algorithm.learner import (
     Diagnostics,
     LearnerBase,
-    LearnerVariables,
     Losses,
     PriorityUpdate,
     call_update,
     checked_losses,
 )
 from sac_distributed.algorithm.policy import ObservationNormalization
-from sac_distributed.algorithm.prioritized_update import (
-    PRIORITY_EPSILON,
-    critic_loss_and_td_errors,
-    importance_weights,
-    item_priorities,
-    weighted_sac_update,
-)
+from sac_distributed.algorithm.priorities import importance_weights, item_priorities
+from sac_distributed.algorithm.sac import checkpoint_checks
+from sac_distributed.algorithm.sac.config import CHECKPOINT_KEY
+from sac_distributed.algorithm.sac.networks import PolicyAverager, make_normalizer
+from sac_distributed.algorithm.sac.update import make_agent, weighted_sac_update
 from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
-
-# Importable from here as before the split into checkpoints.py, learner_base.py and
-# prioritized_update.py.
-__all__ = [
-    "DEFAULT_CHECKPOINTS_TO_KEEP",
-    "PRIORITY_EPSILON",
-    "Diagnostics",
-    "LearnerVariables",
-    "Losses",
-    "PriorityUpdate",
-    "SacLearner",
-    "critic_loss_and_td_errors",
-    "importance_weights",
-    "item_priorities",
-    "policy_variables",
-    "weighted_sac_update",
-]
 
 
 def policy_variables(agent: sac_agent.SacAgent) -> List[tf.Variable]:
@@ -99,6 +78,8 @@ class SacLearner(LearnerBase):
     newest readable checkpoint in root_dir (falling back past damaged ones);
     it raises CheckpointError when checkpoints exist and none can be used.
     """
+
+    supports_prioritized_replay = True
 
     def __init__(
         self,
@@ -119,8 +100,8 @@ class SacLearner(LearnerBase):
             tf.keras.utils.set_random_seed(seed)  # the same initial weights every run
         with strategy.scope():
             self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-            self.normalizer = agent_lib.make_normalizer(specs, hparams)
-            self.agent = agent_lib.make_agent(specs, hparams, self.train_step, self.normalizer)
+            self.normalizer = make_normalizer(specs, hparams)
+            self.agent = make_agent(specs, hparams, self.train_step, self.normalizer)
             self.averager = _make_averager(self.agent, specs, hparams, self.normalizer)
             acting = self.agent.policy if self.averager is None else self.averager.policy
             savers = make_policy_savers(acting, self.train_step)
@@ -130,7 +111,7 @@ class SacLearner(LearnerBase):
             if self.averager is None
             else list(self.averager.network.variables)
         )
-        tracked = {checkpoint_checks.SAC_AGENT_KEY: self.agent}
+        tracked = {CHECKPOINT_KEY: self.agent}
         if self.normalizer is not None:
             tracked[checkpoint_checks.NORMALIZER_KEY] = self.normalizer
         if self.averager is not None:
@@ -157,6 +138,7 @@ class SacLearner(LearnerBase):
     def _checkpoint_checks(self, hparams: Hyperparams):
         """What a checkpoint must match to be restored into this learner."""
         return (
+            functools.partial(check_written_by, algorithm=hparams.algorithm),
             functools.partial(
                 checkpoint_checks.check_normalization,
                 normalize_observations=self.normalizer is not None,
@@ -324,8 +306,8 @@ def _make_averager(
     specs: EnvSpecs,
     hparams: Hyperparams,
     normalizer,
-) -> Optional[agent_lib.PolicyAverager]:
+) -> Optional[PolicyAverager]:
     if not hparams.policy_averaging_tau:
         return None
     actor = agent._actor_network  # noqa: SLF001
-    return agent_lib.PolicyAverager(actor, specs, hparams.policy_averaging_tau, normalizer)
+    return PolicyAverager(actor, specs, hparams.policy_averaging_tau, normalizer)

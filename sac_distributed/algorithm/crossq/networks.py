@@ -1,61 +1,24 @@
 """CrossQ's networks: batch renormalization, the actor and critic built on it, and
 the actor folded into plain (kernel, bias) pairs for acting.
 
-Also CrossQ's settings, with the pieces an ablation study can turn back to
-SAC's (`settings_for`). crossq.py holds the update that trains these.
+Their constants are config.CrossQSettings; update.py holds the update that
+trains these.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-from tf_agents.agents.sac import sac_agent
 from tf_agents.networks import network
 from tf_agents.networks import utils as network_utils
 from tf_agents.utils import nest_utils
 
-from sac_distributed.algorithm import squash
+from sac_distributed.algorithm.common import actor_projection
+from sac_distributed.algorithm.crossq.config import DEFAULT_SETTINGS, CrossQSettings
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
-
-
-@dataclasses.dataclass(frozen=True)
-class CrossQSettings:
-    """CrossQ's own constants, as its authors (and sbx) train it."""
-
-    adam_beta1: float = 0.5  # Adam's first-moment decay for actor and critics
-    policy_delay: int = 3  # critic steps per actor and temperature step
-    renorm_momentum: float = 0.99  # running statistics: m = 0.99 m + 0.01 batch
-    renorm_epsilon: float = 1e-3  # added to variances
-    # Train-mode calls of a layer during which it is plain batch norm (r = 1,
-    # d = 0): the running statistics must settle before they correct batches.
-    renorm_warmup_steps: int = 100_000
-    r_max: float = 3.0  # batch std / running std is clipped to [1/r_max, r_max]
-    d_max: float = 5.0  # (batch mean - running mean) / running std to +-d_max
-    # The pieces an ablation (Hyperparams.crossq_ablations) turns back to SAC's:
-    joint_pass: bool = True  # False: (s, a) and (s', a') in two critic passes
-    target_critics: bool = False  # True: the bootstrap reads Polyak-averaged copies
-    batch_renorm: bool = True  # False: every BatchRenorm is the identity
-
-
-DEFAULT_SETTINGS = CrossQSettings()
-
-
-def settings_for(hparams: Hyperparams) -> CrossQSettings:
-    """CrossQ's settings with each piece `hparams.crossq_ablations` names turned back."""
-    ablated = set(hparams.crossq_ablations)
-    default = DEFAULT_SETTINGS
-    return dataclasses.replace(
-        default,
-        joint_pass="separate_passes" not in ablated,
-        target_critics="target_critics" in ablated,
-        batch_renorm="no_batch_renorm" not in ablated,
-        adam_beta1=0.9 if "adam_beta1_0.9" in ablated else default.adam_beta1,
-        policy_delay=1 if "no_policy_delay" in ablated else default.policy_delay,
-    )
 
 
 class BatchRenorm(tf.keras.layers.Layer):
@@ -222,12 +185,11 @@ class BatchRenormCriticNetwork(network.Network):
         return tf.reshape(self.value(joint), [-1]), network_state
 
 
-def make_actor_network(
+def make_batch_renorm_actor_network(
     specs: EnvSpecs, hparams: Hyperparams, settings: CrossQSettings = DEFAULT_SETTINGS
 ) -> BatchRenormActorNetwork:
     """CrossQ's actor with the same head (log-std clip, squash epsilon) as SAC's."""
-    std_transform = sac_agent.std_clip_transform if hparams.clip_policy_log_std else tf.exp
-    projection = squash.projection_network(hparams.squash_log_prob_epsilon, std_transform)
+    projection = actor_projection(hparams)
     return BatchRenormActorNetwork(specs, hparams.actor_fc_layer_params, projection, settings)
 
 

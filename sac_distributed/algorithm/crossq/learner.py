@@ -1,9 +1,9 @@
-"""The CrossQ learner: `SacLearner`'s interface around `crossq.CrossQAgent`.
+"""The CrossQ learner: the `Learner` interface around `update.CrossQAgent`.
 
-`learner_loop.LearnerLoop` drives either learner the same way (`step`,
+`learner_loop.LearnerLoop` drives every learner the same way (`step`,
 `diagnostics`, `variables`, `save_checkpoint`, `export_policies`, `retrace`),
 so replay, actors, the evaluator, shards and launchers do not know which
-update runs. What differs is inside: CrossQ's update (crossq.py), a
+update runs. What differs is inside: CrossQ's update (update.py), a
 checkpoint that also holds every running statistic, and acting weights that
 are the actor in inference mode folded into plain (kernel, bias) pairs, the
 layout the variable container and the NumPy policy already take.
@@ -11,21 +11,24 @@ layout the variable container and the NumPy policy already take.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
 from tf_agents.policies import actor_policy
 
-from sac_distributed.algorithm import crossq
-from sac_distributed.algorithm.checkpoint_checks import CROSSQ_AGENT_KEY, check_written_by_crossq
+from sac_distributed.algorithm.checkpoint_checks import check_written_by
 from sac_distributed.algorithm.checkpoints import (
     DEFAULT_CHECKPOINTS_TO_KEEP,
     LearnerCheckpoints,
     PolicyExporter,
     make_policy_savers,
 )
-from sac_distributed.algorithm.learner_base import (
+from sac_distributed.algorithm.crossq.config import CHECKPOINT_KEY, NAME, CrossQSettings
+from sac_distributed.algorithm.crossq.networks import fold_actor_weights
+from sac_distributed.algorithm.crossq.update import CrossQAgent
+from sac_distributed.algorithm.learner import (
     Diagnostics,
     LearnerBase,
     Losses,
@@ -36,9 +39,6 @@ from sac_distributed.algorithm.policy import ObservationNormalization
 from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
-
-# The checkpoint's name for the CrossQ agent; SacLearner's is "agent".
-CHECKPOINT_KEY = CROSSQ_AGENT_KEY
 
 
 class CrossQLearner(LearnerBase):
@@ -60,9 +60,9 @@ class CrossQLearner(LearnerBase):
         root_dir: str,
         seed: Optional[int] = None,
         max_checkpoints_to_keep: int = DEFAULT_CHECKPOINTS_TO_KEEP,
-        settings: Optional[crossq.CrossQSettings] = None,
+        settings: Optional[CrossQSettings] = None,
     ):
-        if hparams.algorithm != "crossq":
+        if hparams.algorithm != NAME:
             raise ValueError(f"CrossQLearner runs algorithm=crossq, got {hparams.algorithm!r}.")
         self._specs = specs
         self.strategy = strategy
@@ -70,7 +70,7 @@ class CrossQLearner(LearnerBase):
             tf.keras.utils.set_random_seed(seed)  # the same initial weights every run
         with strategy.scope():
             self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-            self.agent = crossq.CrossQAgent(specs, hparams, self.train_step, settings)
+            self.agent = CrossQAgent(specs, hparams, self.train_step, settings)
             # The acting policy runs every BatchRenorm on its running statistics.
             self.policy = actor_policy.ActorPolicy(
                 specs.time_step, specs.action, actor_network=self.agent.actor, training=False
@@ -80,7 +80,7 @@ class CrossQLearner(LearnerBase):
         self._checkpoints = LearnerCheckpoints(
             checkpoint, self.train_step, root_dir, max_checkpoints_to_keep
         )
-        self._checkpoints.restore(checks=(check_written_by_crossq,))
+        self._checkpoints.restore(checks=(functools.partial(check_written_by, algorithm=NAME),))
         self._exporter = PolicyExporter(savers, self.train_step, root_dir)
         self._functions = TracedFunctions(
             {"train": (self._train_steps, True), "diagnostics": (self._diagnostics, False)}
@@ -130,8 +130,8 @@ class CrossQLearner(LearnerBase):
     # --- what acting needs ---------------------------------------------------------
 
     def policy_weights(self) -> List[np.ndarray]:
-        """The actor in inference mode as (kernel, bias) pairs (crossq.fold_actor_weights)."""
-        return crossq.fold_actor_weights(self.agent.actor)
+        """The actor in inference mode as (kernel, bias) pairs (networks.fold_actor_weights)."""
+        return fold_actor_weights(self.agent.actor)
 
     def observation_normalization(self) -> ObservationNormalization:
         """Always the identity: the actor's input BatchRenorm is folded into its weights."""

@@ -1,55 +1,89 @@
-"""Prioritized replay's side of the SAC update: importance weights, TD errors, priorities.
+"""SAC's update: TF-Agents' SacAgent with its optimizers, and the same update with
+importance weights on the critic loss for prioritized replay.
 
-`weighted_sac_update` is SacAgent's `_train` with per-row importance weights on
-the critic loss, returning each row's |TD error| from the same forward pass;
-`item_priorities` turns those into each replay item's new priority. The
-SacLearner's `step_prioritized` runs it; replay/priorities.py sends the
-priorities to the servers. Like SacLearner, it reaches into SacAgent's private
-members, and knows nothing of Reverb.
+`make_agent` builds the SacAgent whose `_train` the learner runs;
+`weighted_sac_update` is that `_train` with per-row importance weights on the
+critic loss, returning each row's |TD error| from the same forward pass
+(priorities.py turns them into each item's priority). This module and
+learner.py are the only ones that reach into SacAgent's private members, so a
+faster SAC update replaces these alone. Nothing here knows of Reverb.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 import tensorflow as tf
 from tf_agents.agents.sac import sac_agent
+from tf_agents.policies import actor_policy
 from tf_agents.utils import common, object_identity
 
-# Added to every new priority: an item at priority 0 would never be sampled
-# again, although its TD error changes as the critics learn.
-PRIORITY_EPSILON = 1e-6
+from sac_distributed.algorithm.common import td_errors_loss_fn, torch_default_init
+from sac_distributed.algorithm.sac.networks import make_actor_network, make_critic_network
+from sac_distributed.algorithm.sac.normalization import (
+    NormalizedCriticNetwork,
+    ObservationNormalizer,
+)
+from sac_distributed.config import Hyperparams
+from sac_distributed.envs.specs import EnvSpecs
 
 
-def importance_weights(
-    probability: tf.Tensor, replay_size: tf.Tensor, beta: float, rows_per_item: int
-) -> tf.Tensor:
-    """Per-row importance weights (N * P(i)) ** -beta / their batch maximum, float32.
+def make_optimizer(learning_rate: float, hparams: Hyperparams) -> tf.keras.optimizers.Optimizer:
+    """Adam at `learning_rate`, decayed as hparams.learning_rate_schedule says.
 
-    `probability` is each item's sampling probability P(i) within the whole
-    replay and `replay_size` N its size in items, so the weights undo the
-    bias of prioritized sampling by a fraction beta (Schaul et al. 2016);
-    dividing by the batch's largest weight keeps them in (0, 1], so they only
-    ever scale updates down (under a multi-replica strategy, each replica's
-    batch is normalized on its own). Each of an item's K = `rows_per_item` rows gets
-    the item's weight (rows are item-major). float64 inside: N * P(i) of a
-    rarely drawn item is tiny. Uniform sampling (P = 1/N) gives weights of 1.
+    The schedule reads the optimizer's own step count, which advances once
+    per train step and is saved and restored with the agent's checkpoint.
     """
-    size = tf.cast(replay_size, tf.float64)
-    weights = tf.pow(size * tf.cast(probability, tf.float64), -float(beta))
-    weights /= tf.reduce_max(weights)
-    return tf.cast(tf.repeat(weights, rows_per_item), tf.float32)
+    if hparams.learning_rate_schedule == "linear":
+        learning_rate = tf.keras.optimizers.schedules.PolynomialDecay(
+            learning_rate, decay_steps=hparams.num_iterations, end_learning_rate=0.0, power=1.0
+        )
+    return tf.keras.optimizers.Adam(learning_rate, epsilon=hparams.adam_epsilon)
 
 
-def item_priorities(td_errors: tf.Tensor, rows_per_item: int) -> tf.Tensor:
-    """Each item's new priority: the mean |TD error| of its K rows, + epsilon (float64).
+def make_agent(
+    specs: EnvSpecs,
+    hparams: Hyperparams,
+    train_step: Optional[tf.Variable] = None,
+    normalizer: Optional[ObservationNormalizer] = None,
+) -> sac_agent.SacAgent:
+    """A tf_agents SacAgent: twin critics, target networks, learned temperature.
 
-    The mean, not the max: an item's K rows are consecutive steps of one
-    episode, sampled together, and the mean says how much the item as a whole
-    has left to teach without one outlier step deciding it.
+    With a `normalizer`, the policies and all four critics see normalized
+    observations; the caller updates its statistics (see normalization.py).
+    Call inside `strategy.scope()` when training under a distribution strategy.
     """
-    per_item = tf.reduce_mean(tf.reshape(td_errors, [-1, rows_per_item]), axis=1)
-    return tf.cast(per_item, tf.float64) + PRIORITY_EPSILON
+    actor = make_actor_network(specs, hparams)
+    critic = make_critic_network(specs, hparams)
+    policy_ctor = actor_policy.ActorPolicy
+    if normalizer is not None:
+        critic = NormalizedCriticNetwork(critic, normalizer.normalize)
+        policy_ctor = functools.partial(actor_policy.ActorPolicy, observation_normalizer=normalizer)
+    critic_2 = critic.copy(name="CriticNetwork2")  # what SacAgent would make; kept to re-init
+    agent = sac_agent.SacAgent(
+        specs.time_step,
+        specs.action,
+        actor_network=actor,
+        critic_network=critic,
+        critic_network_2=critic_2,
+        actor_optimizer=make_optimizer(hparams.actor_learning_rate, hparams),
+        critic_optimizer=make_optimizer(hparams.critic_learning_rate, hparams),
+        alpha_optimizer=make_optimizer(hparams.alpha_learning_rate, hparams),
+        actor_policy_ctor=policy_ctor,
+        target_update_tau=hparams.target_update_tau,
+        target_update_period=hparams.target_update_period,
+        td_errors_loss_fn=td_errors_loss_fn(hparams.critic_loss),
+        gamma=hparams.gamma,
+        reward_scale_factor=hparams.reward_scale_factor,
+        target_entropy=hparams.target_entropy,
+        train_step_counter=train_step,
+    )
+    if hparams.network_init == "torch":
+        for net in (actor, critic, critic_2):  # SacAgent has created their variables
+            torch_default_init(net)
+    agent.initialize()  # copies the critics into their targets
+    return agent
 
 
 def critic_loss_and_td_errors(

@@ -2,7 +2,7 @@
 
 Bhatt, Palenicek et al., "CrossQ: Batch Normalization in Deep Reinforcement
 Learning for Greater Sample Efficiency and Simplicity" (ICLR 2024). Against
-SAC it changes four things, here and in crossq_networks.py (the layers):
+SAC it changes four things, here and in networks.py (the layers):
 
   * the actor and both critics batch-renormalize their input and every hidden
     layer (Dense, ReLU, BatchRenorm), which keeps Q's features on one scale;
@@ -22,37 +22,26 @@ plain MLP: `fold_actor_weights` writes it as the (kernel, bias) pairs the NumPy
 policy and the variable container already take. Nothing here knows of Reverb.
 
 For ablation studies `Hyperparams.crossq_ablations` turns pieces back to
-SAC's one at a time (crossq_networks.settings_for): two critic passes, target
+SAC's one at a time (config.settings_for): two critic passes, target
 critics, no batch renormalization, Adam's beta1 0.9, no policy delay.
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
-from sac_distributed.algorithm.agent import td_errors_loss_fn, torch_default_init
-from sac_distributed.algorithm.crossq_networks import (  # noqa: F401  (re-exported)
-    DEFAULT_SETTINGS,
-    BatchRenorm,
-    BatchRenormActorNetwork,
+from sac_distributed.algorithm.common import td_errors_loss_fn, torch_default_init
+from sac_distributed.algorithm.crossq.config import CrossQSettings, settings_for
+from sac_distributed.algorithm.crossq.networks import (
     BatchRenormCriticNetwork,
-    CrossQSettings,
     copy_of,
-    fold_actor_weights,
-    make_actor_network,
-    settings_for,
+    make_batch_renorm_actor_network,
 )
+from sac_distributed.algorithm.learner import Losses
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
-
-
-class Losses(NamedTuple):
-    total: tf.Tensor
-    critic: tf.Tensor
-    actor: tf.Tensor  # the last actor update's (every policy_delay steps)
-    alpha: tf.Tensor
 
 
 class CrossQAgent(tf.Module):
@@ -74,7 +63,7 @@ class CrossQAgent(tf.Module):
         settings = settings_for(hparams) if settings is None else settings
         self.settings = settings
         self.train_step = train_step
-        self.actor = make_actor_network(specs, hparams, settings)
+        self.actor = make_batch_renorm_actor_network(specs, hparams, settings)
         self.critic_1 = BatchRenormCriticNetwork(
             specs, hparams.critic_joint_fc_layer_params, settings
         )

@@ -1,10 +1,18 @@
-"""What both learners (SacLearner, CrossQLearner) share: what they return, how their
-traced update is called and its losses checked, and `LearnerBase`, their methods for
-train_step, checkpoints, exports and the variables acting needs."""
+"""The `Learner` interface every algorithm offers the learner job, and what learners share.
+
+`Learner` is what `jobs.learner_loop` and prioritized replay's part of it
+(`jobs.learner_priorities`) call, declared as a Protocol: an algorithm's learner
+(`sac.learner.SacLearner`, `crossq.learner.CrossQLearner`, or a new one behind
+a registry entry, registry.py) offers these methods and nothing about the job
+needs to know which update runs. `LearnerBase` implements the part that is the
+same for every learner once it is built (train_step, checkpoints, exports,
+traced-function spares); `call_update` and `checked_losses` run a traced
+update and turn its numerics failures into our error.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Protocol, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -16,7 +24,9 @@ from sac_distributed.errors import NonFiniteLossError
 
 
 class Losses(NamedTuple):
-    """The losses of one SAC update (summed over replicas)."""
+    """The losses of one update (summed over replicas): Python floats once a learner
+    returns them, tensors inside a traced update. `actor` and `alpha` are the last
+    actor update's where an algorithm updates the actor less often than the critics."""
 
     total: float
     critic: float
@@ -50,6 +60,65 @@ class LearnerVariables(NamedTuple):
     policy_weights: List[np.ndarray]  # the actor network's, in `policy_variables` order
     train_step: int
     normalization: ObservationNormalization
+
+
+class Learner(Protocol):
+    """What the learner job calls on an algorithm's learner.
+
+    A learner is built by its registry entry's factory (registry.py) with the
+    env's specs, the run's Hyperparams, a tf.distribute strategy and root_dir,
+    and has restored root_dir's newest usable checkpoint by then.
+    """
+
+    # Whether `step_prioritized` works; the loop refuses a prioritized run otherwise.
+    supports_prioritized_replay: bool
+
+    @property
+    def train_step_numpy(self) -> int:
+        """Updates done so far (restored from the checkpoint)."""
+
+    @property
+    def alpha(self) -> float:
+        """The entropy temperature learned so far."""
+
+    @property
+    def latest_checkpoint(self) -> Optional[str]:
+        """The newest checkpoint on disk, None before the first."""
+
+    def step(self, iterator: Iterator, num_steps: int = 1) -> Losses:
+        """`num_steps` updates on batches from `iterator` in one traced call; the last
+        step's losses. Raises NonFiniteLossError on a NaN or inf loss."""
+
+    def step_prioritized(
+        self, iterator: Iterator, num_steps: int = 1
+    ) -> Tuple[Losses, PriorityUpdate]:
+        """`step` on prioritized batches, (Transition, info) pairs: also each item's
+        new priority (see SacLearner.step_prioritized for the fields)."""
+
+    def diagnostics(self, iterator: Iterator) -> Diagnostics:
+        """Policy entropy and mean Q on one batch, and the temperature."""
+
+    def variables(self) -> LearnerVariables:
+        """What actors and the evaluator act with, as NumPy values."""
+
+    def save_checkpoint(self) -> bool:
+        """Writes ckpt-<train_step>; False (and the previous one kept) on failure."""
+
+    def export_policies(self) -> None:
+        """Writes SavedModels of the policies under root_dir/policies."""
+
+    def retrace(self) -> bool:
+        """New traced functions after a reconnect; True when spares were ready."""
+
+    def trace_spares(self, iterator: Iterator) -> int:
+        """Traces ahead what `retrace` puts in place; how many functions it traced."""
+
+    @property
+    def spares_ready(self) -> bool:
+        """Every traced function in use has a spare."""
+
+    def tracing_counts(self) -> Dict[str, int]:
+        """How often each current traced function traced."""
 
 
 # Builds the learner's error for a NaN or inf loss from a detail of where it showed.
@@ -96,12 +165,15 @@ def non_finite_error(algorithm: str, train_step: int, kept: str, detail: str) ->
 
 
 class LearnerBase:
-    """The methods both learners share once built: a subclass sets `train_step`,
-    `_checkpoints` (LearnerCheckpoints), `_exporter` (PolicyExporter) and `_functions`
-    (TracedFunctions), and defines `policy_weights()` and `observation_normalization()`.
+    """The `Learner` methods that are the same for every learner once built: a subclass
+    sets `train_step`, `_checkpoints` (LearnerCheckpoints), `_exporter` (PolicyExporter)
+    and `_functions` (TracedFunctions), and defines `step`, `diagnostics`, `alpha`,
+    `policy_weights()` and `observation_normalization()` (and `step_prioritized`, with
+    `supports_prioritized_replay = True`, where its update can weight and rank items).
     """
 
     ALGORITHM = "SAC"  # names the learner in its errors
+    supports_prioritized_replay = False
     train_step: tf.Variable
     _checkpoints: LearnerCheckpoints
     _exporter: PolicyExporter
@@ -115,7 +187,13 @@ class LearnerBase:
     def latest_checkpoint(self) -> Optional[str]:
         return self._checkpoints.latest
 
+    def step_prioritized(
+        self, iterator: Iterator, num_steps: int = 1
+    ) -> Tuple[Losses, PriorityUpdate]:
+        raise NotImplementedError(f"The {self.ALGORITHM} learner has no prioritized update.")
+
     def policy_weights(self) -> List[np.ndarray]:
+        """The acting weights as (kernel, bias) pairs (policy.acting_weight_shapes)."""
         raise NotImplementedError
 
     def observation_normalization(self) -> ObservationNormalization:
