@@ -1,0 +1,100 @@
+"""Run directories written by the learners at commit d88b097 resume unchanged.
+
+tests/data/runs_d88b097/{sac,crossq} each hold what a learner leaves in its
+root_dir: run_info.json (written as `jobs.run_learner` writes it) and a checkpoint
+after 7 updates of tiny networks on Pendulum-v1 (SAC with observation
+normalization and policy averaging, so every tracked object is there), and
+expected.npz, the acting variables the learner published at that step. Today's
+learner must restore every object under the names it was saved with, act with
+the same weights and train on; run_info.json's fields must still be the ones
+Hyperparams and the env loader write.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import policy_step, trajectory
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed import config as config_lib
+from sac_distributed import paths, run_info
+from sac_distributed.algorithm import registry
+from sac_distributed.algorithm import strategy as strategy_lib
+from sac_distributed.envs import sources as env_sources
+
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "runs_d88b097")
+STEPS_WRITTEN = 7
+
+
+def _copied_run(algorithm: str, tmp_path) -> str:
+    root = str(tmp_path / algorithm)
+    shutil.copytree(os.path.join(RUNS, algorithm), root)
+    return root
+
+
+def _recorded_hparams(root: str) -> config_lib.Hyperparams:
+    return config_lib.Hyperparams(**run_info.read_run_info(root)["hparams"])
+
+
+def constant_batches(specs, hparams):
+    """One constant batch of random transitions, repeated."""
+    rng = np.random.default_rng(0)
+    n, size = hparams.batch_size, int(specs.observation.shape.num_elements())
+    act = specs.action
+    obs, next_obs = (tf.constant(rng.uniform(-1, 1, (n, size)), tf.float32) for _ in range(2))
+    actions = tf.constant(
+        rng.uniform(act.minimum, act.maximum, (n,) + tuple(act.shape)), tf.float32
+    )
+    mid, zeros, ones = tf.fill([n], ts.StepType.MID), tf.zeros([n]), tf.ones([n])
+    batch = trajectory.Transition(
+        ts.TimeStep(mid, zeros, ones, obs),
+        policy_step.PolicyStep(actions, (), ()),
+        ts.TimeStep(mid, tf.constant(rng.normal(size=n), tf.float32), ones, next_obs),
+    )
+    return iter(tf.data.Dataset.from_tensors(batch).repeat())
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "crossq"])
+def test_the_learner_restores_and_trains_on_from_the_written_checkpoint(
+    algorithm, tmp_path, env_specs
+):
+    root = _copied_run(algorithm, tmp_path)
+    info = run_info.read_run_info(root)
+    hparams = _recorded_hparams(root)
+    assert hparams.algorithm == algorithm
+    # The same run to every job's check (env, sizes, algorithm, K, normalization).
+    run_info.check_same_run(root, info["env_name"], hparams, info["env_kwargs"])
+
+    strategy = strategy_lib.make_strategy("default")
+    learner = registry.make_learner(env_specs, hparams, strategy, root, seed=1)
+    expected = np.load(os.path.join(root, "expected.npz"))
+    variables = learner.variables()
+    assert variables.train_step == int(expected["train_step"]) == STEPS_WRITTEN
+    assert len(variables.policy_weights) == len([k for k in expected.files if k[0] == "w"])
+    for i, weight in enumerate(variables.policy_weights):
+        np.testing.assert_array_equal(weight, expected[f"w{i}"])  # not seed 1's fresh weights
+    np.testing.assert_array_equal(variables.normalization.mean, expected["mean"])
+    np.testing.assert_array_equal(variables.normalization.std, expected["std"])
+    assert variables.normalization.clip == float(expected["clip"])
+    if algorithm == "sac":
+        assert variables.normalization.enabled  # the normalizer's statistics came back
+
+    losses = learner.step(constant_batches(env_specs, hparams), 2)
+    assert np.all(np.isfinite(losses))
+    assert learner.train_step_numpy == STEPS_WRITTEN + 2
+    assert learner.save_checkpoint()
+    assert learner.latest_checkpoint.endswith(f"{paths.CHECKPOINT_PREFIX}-{STEPS_WRITTEN + 2}")
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "crossq"])
+def test_run_info_holds_the_fields_written_today(algorithm):
+    with open(os.path.join(RUNS, algorithm, paths.RUN_INFO_FILE)) as f:
+        info = json.load(f)
+    assert set(info["hparams"]) == {f.name for f in dataclasses.fields(config_lib.Hyperparams)}
+    written = {"env_name", "hparams", *env_sources.run_info_fields(info["env_name"], "")}
+    assert set(info) == written
