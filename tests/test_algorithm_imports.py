@@ -7,7 +7,11 @@
   checked without editing this test. It runs in a fresh interpreter in which
   importing `reverb` or `ray` (or any of their submodules) raises ImportError,
   as on a machine without them.
-* `envs/` imports nothing of `algorithm/`, read from its source (what a module
+* The registry, every `__init__` and every algorithm folder's `config.py` (its
+  option checks, which the launcher and every config consult) import no TensorFlow.
+* An algorithm folder never imports another one (crossq/ nothing of sac/, and
+  the reverse); `replay/` and `envs/` import no algorithm folder, and `envs/`
+  nothing of `algorithm/` at all. These are read from the source (what a module
   imports, anywhere in it), because the config package loads the registry's
   entries, the folders' config modules, whenever it checks a Hyperparams.
 """
@@ -150,6 +154,50 @@ def test_envs_import_nothing_of_the_algorithm_replay_or_jobs():
     assert _imports_of_folder(os.path.join(PACKAGE_DIR, "envs"), "sac_distributed.algorithm") == []
 
 
+# --- what the registry and the option checks import -----------------------------------
+
+_LIGHT_CHILD = textwrap.dedent(
+    """
+    import importlib, json, pkgutil, sys
+
+    import sac_distributed.algorithm as algorithm
+    from sac_distributed.algorithm import registry
+
+    inits = [
+        info.name
+        for info in pkgutil.walk_packages(algorithm.__path__, "sac_distributed.algorithm.")
+        if info.ispkg
+    ]
+    for name in inits:
+        importlib.import_module(name)
+        importlib.import_module(name + ".config")
+    from sac_distributed import config
+
+    for entry in registry.entries():  # every entry's checks and preset, as a launcher runs them
+        hparams = config.hyperparams_for("Pendulum-v1", {"algorithm": entry.name})
+        config.LearnerConfig("Pendulum-v1", hparams, "/tmp/unused")
+    print(json.dumps({
+        "inits": inits,
+        "entries": registry.names(),
+        "tensorflow": sorted(n for n in sys.modules if n.split(".")[0] == "tensorflow")[:3],
+    }))
+    """
+)
+
+
+def test_the_registry_the_option_checks_and_every_init_import_no_tensorflow():
+    result = subprocess.run(
+        [sys.executable, "-c", _LIGHT_CHILD], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    folders = {f"sac_distributed.algorithm.{f}" for f in _algorithm_folders()}
+    assert folders >= {"sac_distributed.algorithm.sac", "sac_distributed.algorithm.crossq"}
+    assert set(found["inits"]) == folders
+    assert {"sac", "crossq"} <= set(found["entries"])
+    assert found["tensorflow"] == []
+
+
 # --- what each folder imports, read from its source -------------------------------------
 
 
@@ -185,3 +233,22 @@ def _imports_of_folder(folder: str, *prefixes: str):
                 if any(module == p or module.startswith(p + ".") for p in prefixes):
                     found.append((os.path.relpath(path, PACKAGE_DIR), module))
     return found
+
+
+def test_an_algorithm_folder_imports_no_other_algorithm_folder():
+    folders = _algorithm_folders()
+    assert {"sac", "crossq"} <= set(folders)
+    for folder in folders:
+        others = [f"sac_distributed.algorithm.{f}" for f in folders if f != folder]
+        assert _imports_of_folder(os.path.join(ALGORITHM_DIR, folder), *others) == []
+
+
+def test_replay_imports_no_algorithm_folder():
+    folders = [f"sac_distributed.algorithm.{f}" for f in _algorithm_folders()]
+    assert _imports_of_folder(os.path.join(PACKAGE_DIR, "replay"), *folders) == []
+
+
+def test_the_source_check_sees_an_import():
+    """The source reader finds what the rules look for (or the tests above prove nothing)."""
+    found = _imports_of_folder(os.path.join(ALGORITHM_DIR, "crossq"), "sac_distributed.algorithm")
+    assert ("algorithm/crossq/learner.py", "sac_distributed.algorithm.learner") in found
