@@ -13,19 +13,23 @@ already has it; else the Debian-built base of launch/debian-base-image.sh (built
 once, if absent: it needs root, debootstrap and Debian's mirror). Docker Hub is
 never pulled from: it is out of reach on the machines this suite runs on.
 
-Two runs of Pendulum-v1, each its own Compose project and volume, with the tiny
-budget appended to every sac-* command by an override file (absl keeps a repeated
-flag's last value, so the compose file's own flags are all still there):
+One run of Pendulum-v1, in its own Compose project and volume, with the tiny budget
+appended to every sac-* command by an override file (absl keeps a repeated flag's
+last value, so the compose file's own flags are all still there), stopped and
+started again as a user would:
 
-* `finished`: the server container is crashed mid-run (SIGKILL from the host, as
-  the OOM killer would: `docker kill` counts as a manual stop, to which Docker
-  applies no restart policy), its `restart: on-failure` starts it again, it
-  restores the replay from its last checkpoint, and the run trains to the end;
-  `docker compose wait` returns when the learner, evaluator and actors have exited.
-  Checked from the volume and the daemon: the evaluations, a greedy SavedModel that
-  stock TF-Agents loads, every container's exit code, no published Reverb port.
-* `stopped`: `docker compose down` in the middle of a run; the learner's and the
-  server's checkpoints are written after their SIGTERM, within the grace periods.
+* `stopped`: `up -d`, then `docker compose down` in the middle of the run; the
+  learner's and the server's checkpoints are written after their SIGTERM, within
+  the grace periods, and the volume keeps them.
+* `finished`: `up -d` again on that volume: the learner resumes from its
+  checkpoint and the server from its replay checkpoint. The server container is
+  then crashed (SIGKILL from the host, as the OOM killer would: `docker kill`
+  counts as a manual stop, to which Docker applies no restart policy), its
+  `restart: on-failure` starts it again, it restores the replay from its last
+  checkpoint, and the run trains to the end; `docker compose wait` returns when
+  the learner, evaluator and actors have exited. Checked from the volume and the
+  daemon: the evaluations, a greedy SavedModel that stock TF-Agents loads, every
+  container's exit code, no published Reverb port.
 """
 
 from __future__ import annotations
@@ -79,9 +83,9 @@ SERVICE_FLAGS = {
     "learner": ("--checkpoint_interval=200",),
 }
 FINISHED_ITERATIONS = 2000
-CRASH_AFTER_STEP = 300  # the evaluator's results show the learner past this step
-STOPPED_ITERATIONS = 1_000_000  # never reached: `down` ends that run
-DOWN_AFTER_STEP = 300
+DOWN_AFTER_STEP = 300  # `down` once the evaluator's results show the learner past this
+# The crash comes once the resumed run has evaluated this far past its resumed step.
+CRASH_AFTER_STEPS = 300
 # A tail of each service's log goes into a failure's message.
 TAIL_LINES = 40
 
@@ -194,6 +198,7 @@ class Project:
         self.env = {**os.environ, "SAC_BASE_IMAGE": base, "SAC_ENV_NAME": "Pendulum-v1"}
         self.volume = f"{self.name}_sac_data"
         self._log_follower: Optional[subprocess.Popen] = None
+        self._ups = 0
 
     def compose(self, *args: str, timeout_s: float = DEADLINE_S, check: bool = True):
         done = _run([*self.argv, *args], timeout_s=timeout_s, env=self.env, cwd=REPO)
@@ -206,7 +211,8 @@ class Project:
 
     def up(self) -> None:
         self.compose("up", "-d", "--no-build")
-        log = open(self.tmp / "compose.log", "w")
+        self._ups += 1
+        log = open(self._log_path(), "w")
         self._log_follower = subprocess.Popen(
             [*self.argv, "logs", "-f", "--no-color", "--timestamps"],
             stdout=log,
@@ -215,18 +221,24 @@ class Project:
             env=self.env,
         )
 
+    def _log_path(self) -> Path:
+        return self.tmp / f"compose-{self._ups}.log"
+
     def logs(self, service: str) -> str:
-        """What the service's containers logged, restarts included: the daemon's copy
-        while the containers exist, `logs -f`'s copy (which outlives `down`) after."""
+        """What the service's containers of the last `up` logged, restarts included: the
+        daemon's copy while the containers exist, `logs -f`'s copy (which outlives
+        `down`) after."""
         if self.compose("ps", "-a", "-q", service, check=False).stdout.strip():
             return self.compose("logs", "--no-color", service, check=False).stdout
-        path = self.tmp / "compose.log"
+        path = self._log_path()
         lines = path.read_text().splitlines(keepends=True) if path.exists() else []
         return "".join(line for line in lines if _log_service(line) == service)
 
     def log_tails(self) -> str:
-        tails = []
-        for service in (SERVER_SERVICE, *CLIENT_SERVICES):
+        """`ps -a` and the tail of each service's log, for a failure's message."""
+        ps = self.compose("ps", "-a", "--format", "{{.Name}} {{.Status}}", check=False)
+        tails = [f"--- docker compose ps -a:\n{ps.stdout}{ps.stderr}"]
+        for service in (SERVER_SERVICE, *CLIENT_SERVICES, PUBLIC_SERVICE):
             lines = self.logs(service).splitlines()[-TAIL_LINES:]
             tails.append(f"--- {service}:\n" + "\n".join(lines))
         return "\n".join(tails)
@@ -259,10 +271,14 @@ class Project:
             )
             time.sleep(1.0)
 
-    def down(self) -> None:
-        self.compose("down", "-v", "--remove-orphans", "--timeout", "130", check=False)
+    def wait_for_logs(self) -> None:
+        """`logs -f` ends once the last container it follows is gone."""
         if self._log_follower is not None:
             self._log_follower.wait(timeout=60)
+
+    def remove(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "130", check=False)
+        self.wait_for_logs()
 
 
 def _service(container: Mapping) -> str:
@@ -289,53 +305,122 @@ def _host_tcp_listeners() -> set:
 
 
 @pytest.fixture(scope="module")
-def finished(compose_cli, built_image, tmp_path_factory):
-    """A run whose server crashed at CRASH_AFTER_STEP, waited to the end, then stopped."""
-    tmp = tmp_path_factory.mktemp("compose_finished")
-    project = Project(compose_cli, built_image, tmp, FINISHED_ITERATIONS)
+def project(compose_cli, built_image, tmp_path_factory):
+    """The Compose project of this module's run; its containers and volume go at the end."""
+    project = Project(
+        compose_cli, built_image, tmp_path_factory.mktemp("compose"), FINISHED_ITERATIONS
+    )
+    try:
+        yield project
+    finally:
+        project.remove()
+
+
+def _learner_stop_step(log: str) -> int:
+    return int(log.split("Learner stopped at train_step ", 1)[1].split(":", 1)[0])
+
+
+@pytest.fixture(scope="module")
+def stopped(project):
+    """`up -d`, then `docker compose down` past DOWN_AFTER_STEP; what the volume keeps."""
+    project.up()
+    project.wait_for(
+        f"evaluation past train_step {DOWN_AFTER_STEP}",
+        lambda: max(project.eval_steps(), default=0) >= DOWN_AFTER_STEP,
+    )
+    events = subprocess.Popen(
+        [
+            "docker",
+            "events",
+            "--filter",
+            f"label=com.docker.compose.project={project.name}",
+            "--filter",
+            "event=die",
+            "--format",
+            "{{json .Actor.Attributes}}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    start = time.monotonic()
+    down = project.compose("down", check=False)  # the volume stays: no -v
+    seconds = time.monotonic() - start
+    time.sleep(2.0)  # the last die events reach `docker events`
+    events.terminate()
+    died = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
+    project.wait_for_logs()
+    listing = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "-v",
+            f"{project.volume}:/data:ro",
+            "sac-distributed:latest",
+            "python",
+            "-c",
+            "import os; print('\\n'.join(sorted(os.listdir('/data/train/checkpoints'))));"
+            "print('\\n'.join(sorted(os.listdir('/data/replay_checkpoints'))))",
+        ]
+    )
+    print(f"[figure] docker compose down mid-run: {seconds:.0f} s")
+    services = (SERVER_SERVICE, PUBLIC_SERVICE, *CLIENT_SERVICES)
+    logs = {service: project.logs(service) for service in services}
+    return dict(project=project, down=down, seconds=seconds, died=died, listing=listing, logs=logs)
+
+
+@pytest.fixture(scope="module")
+def finished(project, stopped):
+    """`up -d` again after `down`: resumed, its server crashed past CRASH_AFTER_STEPS more
+    steps, waited to the end, then stopped."""
+    resumed_at = _learner_stop_step(stopped["logs"]["learner"].split("Received SIGTERM", 1)[1])
+    crash_after = resumed_at + CRASH_AFTER_STEPS
     start = time.monotonic()
     project.up()
-    try:
-        project.wait_for(
-            f"evaluation past train_step {CRASH_AFTER_STEP} with a replay checkpoint",
-            lambda: (
-                max(project.eval_steps(), default=0) >= CRASH_AFTER_STEP
-                and "Replay checkpoint written" in project.logs(SERVER_SERVICE)
-            ),
-        )
-        listeners = _host_tcp_listeners()
-        # SIGKILL from the host: a crash, not a manual stop (see the docstring).
-        pid = project.container(SERVER_SERVICE)["State"]["Pid"]
-        os.kill(pid, 9)
-        project.wait_for(
-            "server restart",
-            lambda: (
-                project.container(SERVER_SERVICE)["RestartCount"] >= 1
-                and project.logs(SERVER_SERVICE).count("listening on port") >= 2
-            ),
-        )
-        waited = project.compose("wait", *CLIENT_SERVICES, check=False)
-        seconds = time.monotonic() - start
-        containers = project.containers()
-        results = project.read("/data/eval/results.csv")
-        policies = tmp / "root"
-        policies.mkdir()
-        project.compose("cp", f"{PUBLIC_SERVICE}:/data/policies", str(policies / "policies"))
-        project.compose("stop", "--timeout", "130")
-        stopped = project.containers()
-        print(f"[figure] docker compose up -> wait, {FINISHED_ITERATIONS} steps: {seconds:.0f} s")
-        yield dict(
-            project=project,
-            waited=waited,
-            containers=containers,
-            listeners=listeners,
-            stopped=stopped,
-            results=results,
-            root_dir=str(policies),
-            server_log=project.logs(SERVER_SERVICE),
-        )
-    finally:
-        project.down()
+    project.wait_for(
+        f"evaluation past train_step {crash_after} with a replay checkpoint",
+        lambda: (
+            max(project.eval_steps(), default=0) >= crash_after
+            and "Replay checkpoint written" in project.logs(SERVER_SERVICE)
+        ),
+    )
+    listeners = _host_tcp_listeners()
+    # SIGKILL from the host: a crash, not a manual stop (see the docstring).
+    pid = project.container(SERVER_SERVICE)["State"]["Pid"]
+    os.kill(pid, 9)
+    project.wait_for(
+        "server restart",
+        lambda: (
+            project.container(SERVER_SERVICE)["RestartCount"] >= 1
+            and project.logs(SERVER_SERVICE).count("listening on port") >= 2
+        ),
+    )
+    waited = project.compose("wait", *CLIENT_SERVICES, check=False)
+    seconds = time.monotonic() - start
+    containers = project.containers()
+    results = project.read("/data/eval/results.csv")
+    policies = project.tmp / "root"
+    policies.mkdir()
+    project.compose("cp", f"{PUBLIC_SERVICE}:/data/policies", str(policies / "policies"))
+    learner_log = project.logs("learner")
+    project.compose("stop", "--timeout", "130")
+    stopped_containers = project.containers()
+    print(
+        f"[figure] docker compose up again -> wait, steps {resumed_at}-"
+        f"{FINISHED_ITERATIONS}: {seconds:.0f} s"
+    )
+    return dict(
+        project=project,
+        resumed_at=resumed_at,
+        waited=waited,
+        containers=containers,
+        listeners=listeners,
+        stopped=stopped_containers,
+        results=results,
+        root_dir=str(policies),
+        server_log=project.logs(SERVER_SERVICE),
+        learner_log=learner_log,
+    )
 
 
 def test_clients_exit_0_and_wait_returns(finished):
@@ -355,7 +440,16 @@ def test_trains_to_the_end(finished):
     steps = [int(row["train_step"]) for row in rows]
     assert steps[0] == 0 and steps[-1] == FINISHED_ITERATIONS, steps
     reached = f"Learner stopped at train_step {FINISHED_ITERATIONS}: num_iterations reached"
-    assert reached in finished["project"].logs("learner")
+    assert reached in finished["learner_log"]
+
+
+def test_up_after_down_resumes_the_learner_and_the_replay(finished):
+    restored = f"/data/train/checkpoints/ckpt-{finished['resumed_at']}"
+    assert (
+        f"Restored {restored} (train_step={finished['resumed_at']})." in (finished["learner_log"])
+    ), finished["learner_log"][-3000:]
+    first_start = finished["server_log"].split("listening on port", 1)[0]
+    assert "Replay restored from /data/replay_checkpoints/" in first_start, first_start[-3000:]
 
 
 def test_greedy_policy_from_the_volume_loads_with_stock_tf_agents(finished):
@@ -374,7 +468,7 @@ def test_server_and_tensorboard_stop_cleanly(finished):
     stopped = {_service(c): c["State"] for c in finished["stopped"]}
     assert stopped[SERVER_SERVICE]["ExitCode"] == 0, stopped[SERVER_SERVICE]
     assert stopped[PUBLIC_SERVICE]["Status"] == "exited"
-    last_start = finished["project"].logs(SERVER_SERVICE).rsplit("listening on port", 1)[1]
+    last_start = finished["server_log"].rsplit("listening on port", 1)[1]
     assert "Received SIGTERM" in last_start
     assert "Replay checkpoint written" in last_start.split("Received SIGTERM", 1)[1]
 
@@ -394,58 +488,6 @@ def test_reverb_port_is_published_nowhere(finished):
     assert REVERB_PORT not in finished["listeners"], "something listens on the host's 8008"
 
 
-@pytest.fixture(scope="module")
-def stopped(compose_cli, built_image, tmp_path_factory):
-    """A run ended by `docker compose down` past DOWN_AFTER_STEP; what the volume keeps."""
-    tmp = tmp_path_factory.mktemp("compose_stopped")
-    project = Project(compose_cli, built_image, tmp, STOPPED_ITERATIONS)
-    project.up()
-    try:
-        project.wait_for(
-            f"evaluation past train_step {DOWN_AFTER_STEP}",
-            lambda: max(project.eval_steps(), default=0) >= DOWN_AFTER_STEP,
-        )
-        events = subprocess.Popen(
-            [
-                "docker",
-                "events",
-                "--filter",
-                f"label=com.docker.compose.project={project.name}",
-                "--filter",
-                "event=die",
-                "--format",
-                "{{json .Actor.Attributes}}",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        start = time.monotonic()
-        down = project.compose("down", check=False)  # the volume stays: no -v
-        seconds = time.monotonic() - start
-        time.sleep(2.0)  # the last die events reach `docker events`
-        events.terminate()
-        died = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
-        project._log_follower.wait(timeout=60)
-        listing = _run(
-            [
-                "docker",
-                "run",
-                "--rm",
-                "-v",
-                f"{project.volume}:/data:ro",
-                "sac-distributed:latest",
-                "python",
-                "-c",
-                "import os; print('\\n'.join(sorted(os.listdir('/data/train/checkpoints'))));"
-                "print('\\n'.join(sorted(os.listdir('/data/replay_checkpoints'))))",
-            ]
-        )
-        print(f"[figure] docker compose down mid-run: {seconds:.0f} s")
-        yield dict(project=project, down=down, seconds=seconds, died=died, listing=listing)
-    finally:
-        project.down()
-
-
 def _grace_s(service: str) -> float:
     text = load_compose()["services"][service].get("stop_grace_period", "10s")
     return float(str(text).rstrip("s"))
@@ -463,19 +505,20 @@ def test_down_ends_every_container_within_its_grace_period(stopped):
     for name, code in died.items():
         service = name.split(f"{project.name}-", 1)[1].rsplit("-", 1)[0]
         allowed = {0, 143} if service == PUBLIC_SERVICE else {0}
-        assert code in allowed, (died, project.logs(service)[-2000:])
+        assert code in allowed, (died, stopped["logs"][service][-2000:])
     assert stopped["seconds"] < _grace_s(SERVER_SERVICE) + _grace_s("learner")
 
 
 def test_down_checkpoints_the_learner_and_the_replay(stopped):
-    project = stopped["project"]
-    learner = project.logs("learner").split("Received SIGTERM", 1)[1]
-    step = int(learner.split("Learner stopped at train_step ", 1)[1].split(":", 1)[0])
+    log = stopped["logs"]["learner"]
+    step = _learner_stop_step(log.split("Received SIGTERM", 1)[1])
     assert step >= DOWN_AFTER_STEP
-    assert f"Saved checkpoint /data/train/checkpoints/ckpt-{step}." in learner
-    assert f"Exported policies at train_step {step}" in learner
+    # Written after SIGTERM, or before it where the stop step is also a periodic one
+    # (the learner does not write a checkpoint or an export it already holds again).
+    assert f"Saved checkpoint /data/train/checkpoints/ckpt-{step}." in log
+    assert f"Exported policies at train_step {step}" in log
     assert f"ckpt-{step}.index" in stopped["listing"].stdout, stopped["listing"].stdout
-    server = project.logs(SERVER_SERVICE).split("Received SIGTERM", 1)[1]
+    server = stopped["logs"][SERVER_SERVICE].split("Received SIGTERM", 1)[1]
     assert "Replay checkpoint written to /data/replay_checkpoints/" in server
     written = server.split("Replay checkpoint written to /data/replay_checkpoints/", 1)[1]
     assert written.split(" ", 1)[0] in stopped["listing"].stdout
