@@ -29,6 +29,7 @@ MODES: Dict[str, str] = {
     "recovery_cost": "a learner's reconnect, piece by piece; gRPC's reconnect backoff",
     "replay_checkpoint_time": "how long a server takes to checkpoint a full replay table",
     "eval_noise": "the noise of an N-episode mean greedy return",
+    "pixel_replay_bytes": "server memory per stored pixel transition, (s, s') vs frames once",
     "update_parity": "whether one update of ours is SB3's update (needs make bench-sb3)",
     "update_parity_sb3": "update_parity's SB3 side, run under benchmarks/.venv-sb3",
 }

@@ -130,3 +130,26 @@ def test_a_tiny_sb3_peer_run_writes_the_evaluators_format(tmp_path):
     rows = (run / "results.csv").read_text().splitlines()
     steps = [int(r.split(",")[1]) for r in rows[1:]]
     assert steps and steps[-1] >= 600 and steps == sorted(steps), rows
+
+
+def test_pixel_replay_probe_returns_the_frames_written_in_both_layouts(tmp_path):
+    """A real server: the probe checks every sampled transition's frames against the
+    written ones (it exits non-zero on a mismatch); tiny frames keep it cheap. Its
+    memory figures are measurements and go in benchmarks/results, not here."""
+    out = tmp_path / "bytes.json"
+    done = _run(
+        os.path.join(REPO, "benchmarks", "probe.py"),
+        "pixel_replay_bytes",
+        "--size=16",
+        "--transitions=240",
+        "--episode_length=50",
+        "--per_item=2",
+        "--check_samples=40",
+        f"--out={out}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    pairs, frames = result["layouts"]["pairs"], result["layouts"]["frames"]
+    assert pairs["transitions"] == frames["transitions"] == 240
+    assert (pairs["items"], frames["items"]) == (240, 120)
+    assert pairs["transitions_checked"] == 40 and frames["transitions_checked"] == 80
