@@ -125,3 +125,23 @@ gymnasium.register("UserCounting-v0", entry_point=CountingEnv, max_episode_steps
 gym.register(
     "UserPendulum-v0", entry_point="gym.envs.classic_control:PendulumEnv", max_episode_steps=50
 )
+
+
+class ScaledRewardEnv(CountingEnv):
+    """CountingEnv paying `reward` per step (the launcher's warnings read its scale)."""
+
+    def __init__(self, reward=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.reward = float(reward)
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(action)
+        return observation, self.reward, terminated, truncated, info
+
+
+def make_scaled_reward(reward=1.0, max_episode_steps=None):
+    """No time limit where max_episode_steps is None: its episodes never end."""
+    env = ScaledRewardEnv(reward=reward)
+    if max_episode_steps is None:
+        return env
+    return gymnasium.wrappers.TimeLimit(env, max_episode_steps)

@@ -29,6 +29,7 @@ from absl import flags
 from sac_distributed import config as config_lib
 from sac_distributed import paths
 from sac_distributed.bin import _common, _run_flags
+from sac_distributed.envs import random_rollout
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, PortInUseError
 from sac_distributed.launchers import job_definitions
@@ -96,6 +97,18 @@ def _check_env() -> None:
     os.environ.update(env_sources.with_pythonpath(os.environ, source.module_dir))
 
 
+def untuned_warnings(config: config_lib.LaunchConfig) -> List[str]:
+    """What a random rollout of an env without a preset says the generic defaults may not
+    handle (config.untuned_warnings), each line naming the flag to change."""
+    kwargs = config_lib.parse_env_kwargs(config.env_kwargs)
+    try:
+        rollout = random_rollout.rollout_of(config.env_name, kwargs)
+    except Exception as e:  # the jobs' checked env names a failing step; warn only here
+        first = str(e).splitlines()[0] if str(e) else ""
+        return [f"a random rollout of {config.env_name} failed ({type(e).__name__}: {first})"]
+    return config_lib.untuned_warnings(config.env_name, rollout, config.hparams)
+
+
 def _check_port_free(port: int) -> None:
     if port_in_use(port):
         raise PortInUseError(
@@ -113,6 +126,8 @@ def main() -> int:
         print(
             f"sac-launch: {config_lib.describe_generic_defaults(config.env_name, config.hparams)}"
         )
+        for line in untuned_warnings(config):
+            print(f"sac-launch: warning: {line}", flush=True)
     if config.engine == "ray":
         result = _run_on_ray(config)
     elif config.engine == "threads":

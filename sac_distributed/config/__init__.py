@@ -45,6 +45,7 @@ from sac_distributed.config.presets import (
     describe_generic_defaults,
     generic_defaults,
     hyperparams_for,
+    untuned_warnings,
 )
 from sac_distributed.errors import ConfigError  # raised by every check; importable here too
 
@@ -72,6 +73,7 @@ __all__ = [
     "ServerConfig",
     "default_error_buffer",
     "describe_generic_defaults",
+    "untuned_warnings",
     "generic_defaults",
     "hyperparams_for",
     "parse_env_kwargs",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional
+import math
+from typing import Any, Dict, List, Mapping, Optional
 
 from sac_distributed.config.checks import _is_number, _require
 from sac_distributed.config.hyperparams import Hyperparams
@@ -211,6 +212,54 @@ def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
         + _clip_text(hparams)
         + "; each has a flag of the same name"
     )
+
+
+# What the generic defaults handle well, read from a random rollout (envs.random_rollout):
+# SAC's entropy bonus is about 1 per step, so per-step rewards far from that scale
+# starve or swamp it; and gamma looks about 1 / (1 - gamma) steps ahead.
+LARGE_REWARD = 100.0
+SMALL_REWARD = 0.01
+HORIZONS_PER_EPISODE = 10  # MuJoCo's 1000-step episodes at gamma 0.99 sit at this bound
+
+
+def untuned_warnings(env_name: str, rollout: Any, hparams: Hyperparams) -> List[str]:
+    """One line each for what the defaults may not handle in `env_name`, naming the flag to
+    change. `rollout` has RandomRollout's fields (steps, episodes_ended, longest_episode,
+    mean_abs_reward, nonzero_rewards)."""
+    found = []
+    horizon = round(1.0 / max(1e-9, 1.0 - hparams.gamma), 6)  # 0.99: 100, not 99.99..
+    if rollout.steps and not rollout.episodes_ended:
+        found.append(
+            f"no episode of {env_name} ended in {rollout.steps} random env steps: an "
+            "evaluation episode runs until the env ends it, so give the env a time limit "
+            "(gymnasium.wrappers.TimeLimit in a factory); and if its episodes are that long, "
+            f"gamma={hparams.gamma:g} looks only ~{horizon:.0f} steps ahead: raise --gamma "
+            "if its reward comes late"
+        )
+    elif rollout.longest_episode > HORIZONS_PER_EPISODE * horizon:
+        suggested = 1.0 - HORIZONS_PER_EPISODE / rollout.longest_episode
+        found.append(
+            f"episodes of {env_name} last up to {rollout.longest_episode} steps, "
+            f"{rollout.longest_episode / horizon:.0f}x what gamma={hparams.gamma:g} looks "
+            f"ahead (~{horizon:.0f} steps): if its reward comes late, raise --gamma "
+            f"(e.g. --gamma={math.floor(suggested * 1000) / 1000:g})"
+        )
+    if rollout.steps and not rollout.nonzero_rewards:
+        found.append(
+            f"{env_name} gave no reward in {rollout.steps} random env steps (a sparse "
+            f"reward): the {hparams.initial_collect_steps} random warm-up steps may see "
+            "none; raise --initial_collect_steps, or shape the reward"
+        )
+    scaled = rollout.mean_abs_reward * abs(hparams.reward_scale_factor)
+    if rollout.steps and rollout.nonzero_rewards and not SMALL_REWARD <= scaled <= LARGE_REWARD:
+        factor = 10.0 ** -round(math.log10(rollout.mean_abs_reward)) if scaled else 1.0
+        found.append(
+            f"{env_name}'s rewards average |r| = {rollout.mean_abs_reward:.3g} per random "
+            f"step (x reward_scale_factor={hparams.reward_scale_factor:g}), far from the ~1 "
+            "per step of SAC's entropy bonus, so the temperature tuning will be slow or "
+            f"swamped: scale them with --reward_scale_factor={factor:g}"
+        )
+    return found
 
 
 def _clip_text(hparams: Hyperparams) -> str:
