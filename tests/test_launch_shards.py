@@ -25,7 +25,7 @@ import pytest
 from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, assert_greedy_policy_acts
 
 from sac_distributed.launchers.job_definitions import JobSpec
-from sac_distributed.launchers.launch import Supervisor
+from sac_distributed.launchers.supervisor import Supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ NUM_ITERATIONS = TINY_RUN_ITERATIONS
 TINY = list(TINY_RUN_FLAGS)
 # Pendulum-v1's replay_buffer_capacity; each of 2 shards holds half of it.
 PRESET_CAPACITY = 100_000
-# sac-launch's last lines: one per shard (launch.print_shards).
+# sac-launch's last lines: one per shard (supervisor.print_shards).
 _SHARD_LINE = re.compile(
     r"Replay shard (\d) \((server_\d), (\S+)\): (\d+) of (\d+) transitions stored, "
     r"(\d+) inserted, (\d+) sampled; exit code (\d+)"

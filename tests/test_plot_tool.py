@@ -10,7 +10,7 @@ import pytest
 
 from sac_distributed import paths
 from sac_distributed.errors import ConfigError
-from sac_distributed.launchers import launch
+from sac_distributed.launchers import supervisor
 from sac_distributed.paths import RESULTS_HEADER
 from sac_distributed.results import EpisodeLog, EvalPoint, append_result, read_results
 from sac_distributed.tools import plotting
@@ -54,11 +54,11 @@ def _png_size(path: str) -> tuple:
 def test_launch_summary_reads_the_results_through_plotting(tmp_path):
     """sac-launch's closing line: the first and last evaluation of results.csv."""
     console = io.StringIO()
-    launch.print_summary(str(tmp_path), console)
+    supervisor.print_summary(str(tmp_path), console)
     assert console.getvalue() == "No evaluation results were written.\n"
     path = _write_results(str(tmp_path), n=3)
     console = io.StringIO()
-    launch.print_summary(str(tmp_path), console)
+    supervisor.print_summary(str(tmp_path), console)
     assert console.getvalue() == (
         "Eval return: -1500.0 at train_step 0 -> -1180.0 at train_step 2000 "
         f"(3 evaluations, {path})\n"

@@ -71,7 +71,7 @@ class _Proc:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a signal goes to the job's group, as launch.py sends it
+                start_new_session=True,  # signals go to the job's group, as in the supervisor
                 cwd=settings.source_dir or None,
                 env=env,
             )

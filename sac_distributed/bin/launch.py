@@ -33,7 +33,12 @@ from sac_distributed.envs import random_rollout
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, PortInUseError
 from sac_distributed.launchers import job_definitions
-from sac_distributed.launchers.launch import LaunchResult, Supervisor, print_shards, print_summary
+from sac_distributed.launchers.supervisor import (
+    LaunchResult,
+    Supervisor,
+    print_shards,
+    print_summary,
+)
 from sac_distributed.run_info import check_same_run
 from sac_distributed.runtime import StopSignal, check_root_dir, port_in_use
 

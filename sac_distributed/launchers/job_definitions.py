@@ -17,7 +17,7 @@ all S addresses, comma-separated in shard order, as
 S = 1 the server job is called `server` and its flags are those of an
 unsharded run; with S > 1 the servers are `server_0` ... `server_<S-1>`.
 
-Nothing here starts a process: the local `launch.Supervisor` runs the specs as
+Nothing here starts a process: the local `supervisor.Supervisor` runs the specs as
 child processes, `ray_launch` runs each as a child of a Ray actor, and another
 launcher (a container platform) can run the same definitions its own way.
 """

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, TextIO
 import ray
 
 from sac_distributed.launchers.job_definitions import JobSpec
-from sac_distributed.launchers.launch import INTERESTING_OUTPUT
+from sac_distributed.launchers.supervisor import INTERESTING_OUTPUT
 
 USER_ERROR_EXIT_CODE = 2  # bin/_common.run's exit code for a bad setting
 GRACE_S = 60.0  # for jobs to exit after the learner's end or a stop request

@@ -59,13 +59,13 @@ from sac_distributed.config import LaunchConfig  # noqa: E402
 from sac_distributed.errors import ConfigError  # noqa: E402
 from sac_distributed.launchers import job_definitions  # noqa: E402
 from sac_distributed.launchers.job_definitions import EVALUATOR, LEARNER, is_server  # noqa: E402
-from sac_distributed.launchers.launch import LaunchResult  # noqa: E402
 from sac_distributed.launchers.ray_job import (  # noqa: E402, F401  (JobProcess: importable here)
     GRACE_S,
     POLL_S,
     USER_ERROR_EXIT_CODE,
     JobProcess,
 )
+from sac_distributed.launchers.supervisor import LaunchResult  # noqa: E402
 
 HEAD_NODE_RESOURCE = "node:__internal_head__"  # every Ray head node has this resource
 # Ray's switch for its single-machine mode ("0"), named for the platforms where that

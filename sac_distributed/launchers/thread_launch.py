@@ -27,7 +27,7 @@ from absl import logging
 from sac_distributed import jobs
 from sac_distributed.errors import StoppedWhileWaitingError
 from sac_distributed.launchers.job_definitions import EVALUATOR, LEARNER, RunConfigs, server_names
-from sac_distributed.launchers.launch import LaunchResult
+from sac_distributed.launchers.supervisor import LaunchResult
 from sac_distributed.runtime import port_in_use
 
 # How long clients get to stop, and the learner's peers to see its done flag.

@@ -1,4 +1,4 @@
-"""Local launcher: servers, actors, learner and evaluator as separate OS processes.
+"""Local supervisor: servers, actors, learner and evaluator as separate OS processes.
 
 What each job runs comes from `job_definitions` (portable, shared with other
 launchers); this module only runs them on this machine. `Supervisor` starts
