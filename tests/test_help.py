@@ -1,4 +1,5 @@
-"""Every console script's --help lists its own flags, and a bad flag is a user error.
+"""Every console script's --help lists its own flags (sac-evaluate's and sac-evaluator's say
+how the two differ), and a bad flag is a user error.
 
 Each script in setup.py runs as installed (the venv's console script beside
 this interpreter, where absl's `sys.argv[0]` is a generated file that defines
@@ -141,3 +142,32 @@ def test_a_bad_flag_value_is_exit_2():
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: flag --num_actors=two"), lines
+
+
+# sac-evaluator and sac-evaluate: near names, different programs. What the first
+# lines of each one's --help must say, about itself and about the other.
+EVALUATION_PROGRAMS = {"evaluator": "sac-evaluate", "evaluate": "sac-evaluator"}
+HOW_THEY_DIFFER = (
+    "evaluator job",  # sac-evaluator: a job of the run,
+    "Reverb server",  # reading the learner's weights from the server
+    "during training",
+    "exported policy directory",  # sac-evaluate: a tool on an exported policy
+    "after or outside a run",
+    "--video",
+)
+
+
+@pytest.mark.parametrize("module", sorted(EVALUATION_PROGRAMS))
+def test_evaluate_and_evaluator_help_say_how_they_differ(module):
+    result = subprocess.run(
+        [sys.executable, "-m", f"sac_distributed.bin.{module}", "--helpshort"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    first_lines = " ".join(" ".join(result.stdout.splitlines()[:6]).split())
+    other = EVALUATION_PROGRAMS[module]
+    assert re.search(rf"{other}\b", first_lines), first_lines  # sac-evaluate, not a prefix
+    missing = [phrase for phrase in HOW_THEY_DIFFER if phrase not in first_lines]
+    assert not missing, f"{missing} not in: {first_lines}"

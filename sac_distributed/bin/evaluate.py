@@ -1,4 +1,8 @@
-"""sac-evaluate: return statistics (and a video) of an exported policy.
+"""sac-evaluate: returns (and a --video) of an exported policy directory, after or outside a run.
+
+A tool, not a job of the run: it loads a SavedModel the learner exported and needs
+no Reverb server. The run's own evaluator job, which reads the learner's weights
+from the Reverb server during training, is sac-evaluator.
 
     sac-evaluate --policy_dir=/tmp/sac/policies/greedy_policy --env_name=Pendulum-v1 \
         --num_episodes=10 --video=/tmp/sac/pendulum.mp4
@@ -8,9 +12,7 @@ or the time limit cut it off, and the observation it ended in), then the
 statistics. --policy_dir may be a SavedModel directory or a root_dir (its
 policies/greedy_policy is used). --env_name defaults to the one the learner
 recorded in root_dir/run_info.json; it is required for a policy directory
-copied away from its root_dir. --video writes .mp4 (ffmpeg) or .gif. This is an
-offline tool; the training-time evaluator that follows the learner is
-sac-evaluator.
+copied away from its root_dir. --video writes .mp4 (ffmpeg) or .gif.
 """
 
 from absl import flags

@@ -1,6 +1,11 @@
-"""sac-evaluator: greedy-policy returns at the learner's latest weights.
+"""sac-evaluator: the run's evaluator job, evaluating the learner's weights during training.
 
-sac-evaluator --root_dir=/tmp/sac --variable_container_server_address=localhost:8008
+It reads the learner's latest weights from the run's Reverb server (the variable
+container) while the run trains and appends one row of greedy-policy returns per
+--eval_interval to root_dir/eval/results.csv. To evaluate an exported policy
+directory after or outside a run (no server, with --video), use sac-evaluate.
+
+    sac-evaluator --root_dir=/tmp/sac --variable_container_server_address=localhost:8008
 
 The replay address (read only for the env-step count of each row) defaults to
 the variable container's.
