@@ -85,6 +85,12 @@ def random_transitions(
     ]
 
 
+def random_observations(specs, n: int, seed: int, scale: float = 1.0) -> np.ndarray:
+    """`n` float32 observations of the env's shape, uniform in [-scale, scale]."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-scale, scale, (n,) + tuple(specs.observation.shape)).astype(np.float32)
+
+
 def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 600.0) -> int:
     """Polls until `table` holds at least `size` items; fails after the deadline."""
     end = time.monotonic() + timeout_s
@@ -225,6 +231,37 @@ def new_learner(env_specs):
         return LearnerLoop(config, env_specs, strategy, connection, Metrics(None), should_stop)
 
     return build
+
+
+def assert_exported_policy_plays_the_evaluators_episodes(
+    server: reverb.Server, root_dir: str, specs, episodes: int, seed: int
+) -> None:
+    """The evaluator's path (the container's weights in NumPy) and sac-evaluate's
+    (the run's greedy SavedModel through TF-Agents) play the same seeded episodes to
+    the same returns, and the episodes differ from one another."""
+    from sac_distributed import paths
+    from sac_distributed.algorithm.policy import NumpyActorPolicy
+    from sac_distributed.jobs.evaluation import run_episodes
+    from sac_distributed.replay.variables import VariableContainer
+    from sac_distributed.tools import inspect_policy
+
+    snapshot = VariableContainer(server.localhost_client()).pull()
+    spec = specs.action
+    numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
+    numpy_policy.set_weights(snapshot.policy_weights, snapshot.normalization)
+    evaluator_returns, _ = run_episodes(env_loader.load_env(ENV_NAME, seed), numpy_policy, episodes)
+
+    report = inspect_policy.evaluate(
+        os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),
+        episodes,
+        env_name=ENV_NAME,
+        seed=seed,
+    )
+    exported_returns = np.asarray(report.stats.returns)
+    # Same start states, same deterministic actions up to float32 rounding.
+    np.testing.assert_allclose(exported_returns, evaluator_returns, rtol=1e-3, atol=1e-2)
+    # And the episodes differ from one another: the agreement is not trivial.
+    assert np.std(exported_returns) > 1.0, exported_returns
 
 
 # --- function-scoped conveniences ----------------------------------------------

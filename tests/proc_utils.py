@@ -1,4 +1,5 @@
-"""Starting the real binaries as subprocesses and polling their logs, with deadlines."""
+"""Starting the real binaries as subprocesses, polling their logs with deadlines, and
+reading what they print: the process helpers the test files share."""
 
 import os
 import re
@@ -6,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -48,15 +49,44 @@ def start(module: str, flags, log_path: str) -> subprocess.Popen:
     return proc
 
 
-def run(module: str, *flags: str, timeout_s: float) -> subprocess.CompletedProcess:
+def run(
+    module: str, *flags: str, timeout_s: float, cwd: Optional[str] = None
+) -> subprocess.CompletedProcess:
     """Runs `python -m sac_distributed.bin.<module> flags...` to the end, output captured."""
     return subprocess.run(
         [sys.executable, "-m", f"sac_distributed.bin.{module}", *flags],
         capture_output=True,
         text=True,
         timeout=timeout_s,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
+
+
+def start_launch(flags: Sequence[str], **popen_kwargs) -> subprocess.Popen:
+    """Starts `python -u -m sac_distributed.bin.launch flags...` (sac-launch) with its
+    stdout and stderr together on one text pipe, for a test that reads it as it comes."""
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", "sac_distributed.bin.launch", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        **popen_kwargs,
+    )
+
+
+def error_lines(stderr: str) -> List[str]:
+    """The lines a binary printed as user errors (`error: ...`)."""
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def setup_py_console_scripts() -> List[Tuple[str, str]]:
+    """(script, module) for each sac-* console script setup.py declares, e.g.
+    ("sac-launch", "launch") for sac_distributed.bin.launch."""
+    setup_py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
+    with open(setup_py, encoding="utf-8") as f:
+        return re.findall(r'"(sac-[\w-]+)=sac_distributed\.bin\.(\w+):run"', f.read())
 
 
 def read(path: str) -> str:

@@ -29,7 +29,7 @@ PROBE_INTERVAL_S = 0.05
 
 
 @pytest.fixture
-def shards(new_server):
+def three_servers(new_server):
     servers = [new_server() for _ in range(3)]
     yield servers
     for server in servers:
@@ -78,28 +78,30 @@ def _write_and_confirm(writer, layout, n: int = 4) -> None:
     assert writer.writer.flush(timeout_ms=DEADLINE_S * 1000), "the shard confirmed nothing"
 
 
-def _inserted(server) -> int:
+def _transitions_inserted(server) -> int:
     info = replay.table_info(server.localhost_client(), replay.REPLAY_TABLE)
     return replay.transition_counts(info).inserted
 
 
-def test_leaving_a_shard_skips_one_that_fails_the_table_check(shards, env_specs, failing_check):
-    writer, addresses, layout, stats = _writer(shards, env_specs)
+def test_leaving_a_shard_skips_one_that_fails_the_table_check(
+    three_servers, env_specs, failing_check
+):
+    writer, addresses, layout, stats = _writer(three_servers, env_specs)
     failing_check.address = addresses[2]  # next after home in ring order
     assert writer.leave_shard(RuntimeError("shard 1 went away")) is True
     assert writer.shard == 0 and not writer.closed
     _write_and_confirm(writer, layout)
     writer.close(timeout_ms=5_000)
-    assert [_inserted(server) for server in shards] == [4, 0, 0]
+    assert [_transitions_inserted(server) for server in three_servers] == [4, 0, 0]
     assert stats.transitions_written_per_shard == {1: 0, 0: 4}
     assert stats.shard_moves == 1
 
 
 def test_leaving_returns_false_when_every_other_shard_fails_the_check(
-    shards, env_specs, failing_check
+    three_servers, env_specs, failing_check
 ):
-    writer, addresses, layout, _ = _writer(shards, env_specs)
-    for server in shards[1:]:
+    writer, addresses, layout, _ = _writer(three_servers, env_specs)
+    for server in three_servers[1:]:
         server.stop()
     failing_check.address = addresses[0]
     # Shards 1 and 2 do not answer, shard 0 fails its check: the loop's full reconnect
@@ -109,9 +111,9 @@ def test_leaving_returns_false_when_every_other_shard_fails_the_check(
 
 
 def test_returning_home_to_a_shard_that_fails_the_check_stays_away_and_retries(
-    shards, env_specs, failing_check
+    three_servers, env_specs, failing_check
 ):
-    writer, addresses, layout, stats = _writer(shards, env_specs)
+    writer, addresses, layout, stats = _writer(three_servers, env_specs)
     assert writer.leave_shard(RuntimeError("shard 1 went away")) is True
     assert writer.shard == 2
     failing_check.address = addresses[HOME]
@@ -125,5 +127,5 @@ def test_returning_home_to_a_shard_that_fails_the_check_stays_away_and_retries(
     assert writer.shard == HOME
     _write_and_confirm(writer, layout)
     writer.close(timeout_ms=5_000)
-    assert [_inserted(server) for server in shards] == [0, 4, 4]
+    assert [_transitions_inserted(server) for server in three_servers] == [0, 4, 4]
     assert stats.shard_moves == 2

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import learner_config, small_hparams
+from proc_utils import error_lines
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
@@ -278,14 +279,10 @@ def binary_runs(tmp_path_factory):
     return results
 
 
-def _error_lines(stderr):
-    return [line for line in stderr.splitlines() if line.startswith("error: ")]
-
-
 def test_server_binary_rejects_negative_capacity(binary_runs):
     code, stderr, _ = binary_runs["negative_capacity"]
     assert code == 2, stderr[-2000:]
-    assert _error_lines(stderr) == [
+    assert error_lines(stderr) == [
         "error: replay_buffer_capacity must be a positive integer, got -5."
     ], stderr[-2000:]
     assert "Traceback" not in stderr
@@ -294,7 +291,7 @@ def test_server_binary_rejects_negative_capacity(binary_runs):
 def test_server_binary_rejects_an_error_buffer_below_samples_per_insert(binary_runs):
     code, stderr, _ = binary_runs["small_error_buffer"]
     assert code == 2, stderr[-2000:]
-    lines = _error_lines(stderr)
+    lines = error_lines(stderr)
     assert len(lines) == 1, stderr[-2000:]
     assert "samples_per_insert_error_buffer=1.0 is too small" in lines[0]
     assert "samples_per_insert=4.0" in lines[0]
@@ -304,7 +301,7 @@ def test_server_binary_rejects_an_error_buffer_below_samples_per_insert(binary_r
 def test_learner_binary_rejects_a_negative_seed(binary_runs):
     code, stderr, _ = binary_runs["negative_seed"]
     assert code == 2, stderr[-2000:]
-    assert _error_lines(stderr) == [
+    assert error_lines(stderr) == [
         f"error: seed must be an integer in [0, {config_lib.MAX_SEED}] or unset, got -1."
     ], stderr[-2000:]
     assert "Traceback" not in stderr
@@ -344,7 +341,7 @@ def test_actor_binary_gives_up_on_an_unreachable_server(binary_runs):
     code, stderr, seconds = binary_runs["unreachable"]
     assert code == 2, stderr[-2000:]
     address = f"localhost:{binary_runs['replay_port']}"
-    lines = _error_lines(stderr)
+    lines = error_lines(stderr)
     assert len(lines) == 1, stderr[-2000:]
     assert f"No Reverb server answered at {address} within 3 s" in lines[0]
     assert f"Waiting for the Reverb server at {address}" in stderr  # the absl log line
@@ -379,6 +376,6 @@ def test_job_binaries_report_a_bad_flag_without_importing_tensorflow(tmp_path, j
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=BINARY_TIMEOUT_S
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    lines = _error_lines(result.stderr)
+    lines = error_lines(result.stderr)
     assert len(lines) == 1 and error in lines[0], result.stderr[-3000:]
     assert "Traceback" not in result.stderr

@@ -24,7 +24,7 @@ ENTRY_SCRIPTS = [
 SB3_PYTHON = os.path.join(REPO, "benchmarks", ".venv-sb3", "bin", "python")
 
 
-def _run(*argv: str, python: str = sys.executable, timeout: int = 600):
+def _run_python(*argv: str, python: str = sys.executable, timeout: int = 600):
     # From another directory: the scripts must not rely on the current one.
     return subprocess.run([python, *argv], capture_output=True, text=True, timeout=timeout, cwd="/")
 
@@ -45,7 +45,7 @@ def test_the_entry_scripts_are_the_documented_eight():
 
 @pytest.mark.parametrize("script", ENTRY_SCRIPTS)
 def test_each_entry_script_answers_help_when_run_as_a_file(script):
-    done = _run(os.path.join(REPO, "benchmarks", script), "--help")
+    done = _run_python(os.path.join(REPO, "benchmarks", script), "--help")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "usage:" in done.stdout
 
@@ -60,7 +60,7 @@ def test_every_probe_mode_answers_help(mode, capsys):
 
 @pytest.mark.skipif(not os.path.exists(SB3_PYTHON), reason="needs make bench-sb3")
 def test_the_sb3_side_of_update_parity_answers_help_under_the_sb3_virtualenv():
-    done = _run(
+    done = _run_python(
         os.path.join(REPO, "benchmarks", "probe.py"),
         "update_parity_sb3",
         "--help",
@@ -88,7 +88,7 @@ def test_every_learning_report_command_answers_help(command, capsys):
 
 def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
     out = tmp_path / "pull.json"
-    done = _run(
+    done = _run_python(
         os.path.join(REPO, "benchmarks", "probe.py"),
         "pull_cost",
         "--env_name=Pendulum-v1",
@@ -105,14 +105,14 @@ def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
 
 
 def test_learning_report_checks_the_committed_tables_when_run_as_a_file():
-    done = _run(os.path.join(REPO, "benchmarks", "learning_report.py"), "tables", "--check")
+    done = _run_python(os.path.join(REPO, "benchmarks", "learning_report.py"), "tables", "--check")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 @pytest.mark.skipif(not os.path.exists(SB3_PYTHON), reason="needs make bench-sb3")
 def test_a_tiny_sb3_peer_run_writes_the_evaluators_format(tmp_path):
     out = tmp_path / "out"
-    done = _run(
+    done = _run_python(
         os.path.join(REPO, "benchmarks", "learning.py"),
         "--envs=Pendulum-v1",
         "--systems=sb3",
@@ -137,7 +137,7 @@ def test_pixel_replay_probe_returns_the_frames_written_in_both_layouts(tmp_path)
     written ones (it exits non-zero on a mismatch); tiny frames keep it cheap. Its
     memory figures are measurements and go in benchmarks/results, not here."""
     out = tmp_path / "bytes.json"
-    done = _run(
+    done = _run_python(
         os.path.join(REPO, "benchmarks", "probe.py"),
         "pixel_replay_bytes",
         "--size=16",

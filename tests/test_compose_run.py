@@ -41,7 +41,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import portpicker
 import pytest
-from proc_utils import actor_collecting, kill_all, read, stop
+from proc_utils import actor_collecting, kill_all, read, stop, wait_for_log
 from test_compose import (
     CLIENT_SERVICES,
     DOCKERFILE,
@@ -213,28 +213,13 @@ class Procs:
                 cwd=self.cwd,
                 env=dict(env),
             )
+        popen.log_path = str(log_path)  # proc_utils.wait_for_log shows it on failure
         proc = Proc(name, argv, log_path, popen)
         self.running[name] = proc
         return proc
 
     def kill_all(self) -> None:
         kill_all({name: proc.popen for name, proc in self.running.items()})
-
-
-def wait_for_log(proc: Proc, pattern: str, deadline_s: float) -> re.Match:
-    """Polls the process's log for `pattern`; fails with its tail on exit or deadline."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        match = re.search(pattern, read(str(proc.log)))
-        if match:
-            return match
-        if proc.popen.poll() is not None:
-            pytest.fail(
-                f"{proc.name} exited ({proc.popen.returncode}) before logging "
-                f"{pattern!r}:\n{proc.tail()}"
-            )
-        time.sleep(0.2)
-    pytest.fail(f"{proc.name} did not log {pattern!r} within {deadline_s:.0f} s:\n{proc.tail()}")
 
 
 def wait_for_exit(procs: List[Proc], deadline_s: float, watch: Proc) -> Dict[str, int]:
@@ -362,7 +347,12 @@ def compose_run(tmp_path_factory):
     try:
         server = procs.start(SERVER_SERVICE, argv_of(SERVER_SERVICE), env_of(SERVER_SERVICE))
         local_port = host.local_ports[SERVER_SERVICE]
-        wait_for_log(server, rf"listening on port {local_port}\b", SERVER_READY_S)
+        wait_for_log(
+            str(server.log),
+            rf"listening on port {local_port}\b",
+            SERVER_READY_S,
+            {server.name: server.popen},
+        )
         probe = healthcheck_argv(
             services[SERVER_SERVICE], container_ports[SERVER_SERVICE], local_port
         )
@@ -383,7 +373,9 @@ def compose_run(tmp_path_factory):
         # replay-size check): a replica still building its environment when this short
         # run ends would write nothing.
         for actor in jobs:
-            wait_for_log(actor, actor_collecting(), SERVER_READY_S)
+            wait_for_log(
+                str(actor.log), actor_collecting(), SERVER_READY_S, {actor.name: actor.popen}
+            )
         jobs += [procs.start(n, argv_of(n), env_of(n)) for n in ("learner", "evaluator")]
         board = procs.start(PUBLIC_SERVICE, argv_of(PUBLIC_SERVICE), env_of(PUBLIC_SERVICE))
         codes = wait_for_exit(jobs, JOBS_DEADLINE_S, watch=server)

@@ -24,7 +24,7 @@ def _norms(net):
     return [m for m in net.submodules if isinstance(m, tf.keras.layers.LayerNormalization)]
 
 
-def _inputs(env_specs, n=8, seed=0):
+def _observations_and_actions(env_specs, n=8, seed=0):
     rng = np.random.default_rng(seed)
     obs = rng.normal(size=(n,) + tuple(env_specs.observation.shape)).astype(np.float32)
     act = rng.uniform(-1, 1, size=(n,) + tuple(env_specs.action.shape)).astype(np.float32)
@@ -44,7 +44,7 @@ def test_every_critic_normalizes_each_hidden_layer(env_specs, normalize):
     hp = small_hparams(critic_layer_norm=True, normalize_observations=normalize)
     normalizer = ObservationNormalizer(env_specs.observation) if normalize else None
     agent = sac_update.make_agent(env_specs, hp, normalizer=normalizer)
-    obs, act = _inputs(env_specs)
+    obs, act = _observations_and_actions(env_specs)
     values = {}
     for name, net in _critics(agent).items():
         norms = _norms(net)
@@ -68,7 +68,7 @@ def test_q_ignores_the_scale_of_a_hidden_layer_only_with_the_norm(env_specs, lay
     agent = sac_update.make_agent(env_specs, small_hparams(critic_layer_norm=layer_norm))
     net = agent._critic_network_1  # noqa: SLF001
     first = _first_dense(net)
-    obs, act = _inputs(env_specs, n=32)
+    obs, act = _observations_and_actions(env_specs, n=32)
     before = net((obs, act))[0].numpy()
     # A bias that differs between units (LayerNorm removes a shift common to all),
     # so that the layer's output changes and its bias is not zero when scaled.

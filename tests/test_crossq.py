@@ -54,7 +54,7 @@ def batches(env_specs, seed: int = 0):
     return iter(tf.data.Dataset.from_tensors(make_batch(env_specs, seed)).repeat())
 
 
-def new_learner(env_specs, root_dir, seed=0, **overrides) -> CrossQLearner:
+def new_crossq_learner(env_specs, root_dir, seed=0, **overrides) -> CrossQLearner:
     strategy = strategy_lib.make_strategy("default")
     return registry.make_learner(env_specs, crossq_hparams(**overrides), strategy, root_dir, seed)
 
@@ -180,7 +180,7 @@ def stepped(env_specs, tmp_path_factory):
     the one that changes the learner (its actor's statistics) reads nothing else of it.
     """
     root_dir = str(tmp_path_factory.mktemp("crossq_root"))
-    learner = new_learner(env_specs, root_dir)
+    learner = new_crossq_learner(env_specs, root_dir)
     agent = learner.agent
     data = batches(env_specs)
 
@@ -278,7 +278,9 @@ def test_acting_weights_have_the_containers_shapes(env_specs, stepped):
 def test_a_checkpoint_resumes_every_statistic_and_optimizer_state(env_specs, stepped):
     _, root_dir, record = stepped  # checkpointed at step 5
     assert record["saved"]
-    resumed = new_learner(env_specs, root_dir, seed=7)  # other initial weights, then restored
+    resumed = new_crossq_learner(
+        env_specs, root_dir, seed=7
+    )  # other initial weights, then restored
 
     assert resumed.train_step_numpy == 5
     originals, restored = record["variables_5"], resumed.agent.variables
@@ -303,7 +305,7 @@ def test_a_sac_checkpoint_is_refused_by_name(env_specs, root_dir):
     sac = SacLearner(env_specs, small_hparams(), strategy, root_dir, seed=0)
     assert sac.save_checkpoint()
     with pytest.raises(CheckpointError, match="written by the SAC learner"):
-        new_learner(env_specs, root_dir)
+        new_crossq_learner(env_specs, root_dir)
 
 
 def test_the_crossq_learner_imports_no_reverb():

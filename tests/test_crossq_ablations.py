@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_crossq import batches, crossq_hparams, make_batch, new_learner
+from test_crossq import batches, crossq_hparams, make_batch, new_crossq_learner
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, run_info
@@ -27,7 +27,7 @@ def _run_ablation(env_specs, root_dir: str, ablation: str) -> dict:
     from step 0 to STEPS on constant batches and checkpointed there, with what the
     tests read recorded on the way (the learner itself under "learner", its root_dir
     under "root_dir")."""
-    learner = new_learner(env_specs, root_dir, crossq_ablations=(ablation,))
+    learner = new_crossq_learner(env_specs, root_dir, crossq_ablations=(ablation,))
     agent = learner.agent
     actor, critics = agent.actor, (agent.critic_1, agent.critic_2)
     data = batches(env_specs)
@@ -130,7 +130,7 @@ def test_separate_passes_move_the_statistics_by_the_first_pass_alone(env_specs, 
 def test_separate_passes_bootstrap_on_other_statistics_than_the_joint_pass(env_specs, root_dir):
     """The same weights, batch and sampled a': the joint pass's loss repeats, and the
     two-pass loss differs from it (only the batch statistics differ)."""
-    agent = new_learner(env_specs, root_dir).agent
+    agent = new_crossq_learner(env_specs, root_dir).agent
     batch = make_batch(env_specs)
 
     def loss(settings) -> float:
@@ -147,7 +147,7 @@ def test_separate_passes_bootstrap_on_other_statistics_than_the_joint_pass(env_s
 
 
 def test_target_critics_start_as_copies_and_follow_by_tau(env_specs, root_dir):
-    learner = new_learner(
+    learner = new_crossq_learner(
         env_specs, root_dir, crossq_ablations=("target_critics",), target_update_tau=0.1
     )
     agent = learner.agent
@@ -200,7 +200,9 @@ def test_every_ablation_trains_checkpoints_and_resumes(env_specs, ablated, ablat
     record = ablated(ablation)  # STEPS updates, then a checkpoint
     assert np.isfinite(float(record["losses"].critic))
     assert record["saved"]
-    resumed = new_learner(env_specs, record["root_dir"], seed=7, crossq_ablations=(ablation,))
+    resumed = new_crossq_learner(
+        env_specs, record["root_dir"], seed=7, crossq_ablations=(ablation,)
+    )
     assert resumed.train_step_numpy == STEPS
     for a, b in zip(record["variables"], resumed.agent.variables):
         np.testing.assert_array_equal(a, b.numpy())

@@ -16,7 +16,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from proc_utils import DEADLINE_S
+from proc_utils import DEADLINE_S, setup_py_console_scripts
 
 pytestmark = pytest.mark.slow
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,13 +68,15 @@ def test_the_site_has_every_page_of_the_nav(site):
 
 
 def _console_scripts():
-    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
-        found = re.findall(r'"([\w-]+)=(sac_distributed\.bin\.\w+):run"', f.read())
+    """(script, its module's full name) for each console script of setup.py."""
+    found = [
+        (script, f"sac_distributed.bin.{module}") for script, module in setup_py_console_scripts()
+    ]
     assert len(found) >= 9, found
     return found
 
 
-def _help_flags(module: str):
+def _flags_in_help(module: str):
     done = subprocess.run(
         [sys.executable, "-m", module, "--helpshort"],
         capture_output=True,
@@ -91,7 +93,7 @@ def test_every_flag_of_every_console_script_is_in_the_cli_reference(site):
         page = f.read()
     scripts = _console_scripts()
     with ThreadPoolExecutor(max_workers=3) as pool:
-        flags_of = dict(zip(scripts, pool.map(lambda s: _help_flags(s[1]), scripts)))
+        flags_of = dict(zip(scripts, pool.map(lambda s: _flags_in_help(s[1]), scripts)))
     for (script, module), flags in flags_of.items():
         assert len(flags) >= 3, (script, flags)
         start = page.find(f'<h2 id="{script}"')

@@ -14,7 +14,7 @@ import socket
 import pytest
 import reverb
 from conftest import ENV_NAME, learner_config, small_hparams
-from proc_utils import DEADLINE_S, run
+from proc_utils import DEADLINE_S, error_lines, run
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
@@ -34,10 +34,6 @@ SMALL_FLAGS = [
     "--num_eval_episodes=1",
     "--samples_per_insert=0",
 ]
-
-
-def _error_lines(stderr: str):
-    return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
 def _server_on(port: int, root: str) -> reverb.Server:
@@ -60,7 +56,7 @@ def test_second_server_on_a_port_served_by_reverb_is_refused(tmp_path, free_port
     finally:
         first.stop()
     assert result.returncode == 2, result.stderr[-3000:]
-    assert _error_lines(result.stderr) == [
+    assert error_lines(result.stderr) == [
         f"error: Port {port} is already in use by another Reverb server (tables "
         f"{replay.MAX_PRIORITY_TABLE}, {replay.REPLAY_TABLE}, {replay.VARIABLE_TABLE}). Stop "
         "it first, or start this "
@@ -78,7 +74,7 @@ def test_second_server_on_a_port_held_by_another_program_is_refused(tmp_path, fr
         listener.listen()
         result = run("reverb_server", f"--root_dir={tmp_path}", f"--port={port}", timeout_s=600)
     assert result.returncode == 2, result.stderr[-3000:]
-    lines = _error_lines(result.stderr)
+    lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr[-3000:]
     assert f"Port {port} is already in use by another program (not a Reverb server)" in lines[0]
 

@@ -13,20 +13,12 @@ import subprocess
 import sys
 
 import pytest
+from proc_utils import setup_py_console_scripts
 
 from sac_distributed.bin import _common, _run_flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = 120
-
-
-def _console_scripts():
-    with open(os.path.join(ROOT, "setup.py")) as f:
-        text = f.read()
-    return re.findall(r'"(sac-[\w-]+)=sac_distributed\.bin\.(\w+):run"', text)
-
-
-SCRIPTS = _console_scripts()
+SCRIPTS = setup_py_console_scripts()
 # Shared flags each binary reads besides those its module defines (at least these).
 SHARED = {
     "reverb_server": _common.SHARED_FLAGS,

@@ -46,7 +46,7 @@ def _log(root_dir: str, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
+def finished_topology_run(tmp_path_factory):
     """Runs the whole topology once; yields (root_dir, exit codes, inserted items)."""
     root = str(tmp_path_factory.mktemp("integration"))
     port = portpicker.pick_unused_port()
@@ -102,15 +102,15 @@ def finished_run(tmp_path_factory):
     yield root, codes, inserted
 
 
-def test_every_process_exited_zero(finished_run):
-    root, codes, _ = finished_run
+def test_every_process_exited_zero(finished_topology_run):
+    root, codes, _ = finished_topology_run
     failed = {n: c for n, c in codes.items() if c != 0}
     details = "\n".join(f"--- {n}\n{_log(root, n)[-3000:]}" for n in failed)
     assert not failed, f"non-zero exits {failed}\n{details}"
 
 
-def test_train_step_reached_num_iterations(finished_run):
-    root, _, _ = finished_run
+def test_train_step_reached_num_iterations(finished_topology_run):
+    root, _, _ = finished_topology_run
     checkpoints = os.listdir(os.path.join(root, "train", "checkpoints"))
     assert f"ckpt-{NUM_ITERATIONS}.index" in checkpoints
     assert f"Learner stopped at train_step {NUM_ITERATIONS}: num_iterations reached" in _log(
@@ -118,8 +118,8 @@ def test_train_step_reached_num_iterations(finished_run):
     )
 
 
-def test_replay_received_items_from_every_actor(finished_run):
-    root, _, inserted = finished_run
+def test_replay_received_items_from_every_actor(finished_topology_run):
+    root, _, inserted = finished_topology_run
     written = []
     for task in range(NUM_ACTORS):
         match = re.search(r"transitions_written=(\d+)", _log(root, f"actor_{task}"))
@@ -130,12 +130,12 @@ def test_replay_received_items_from_every_actor(finished_run):
     assert inserted == sum(written), (inserted, written)
 
 
-def test_policies_load_and_act_in_bounds(finished_run):
+def test_policies_load_and_act_in_bounds(finished_topology_run):
     import tensorflow as tf
     from tf_agents.environments import suite_gym
     from tf_agents.policies import py_tf_eager_policy
 
-    root, _, _ = finished_run
+    root, _, _ = finished_topology_run
     env = suite_gym.load("Pendulum-v1")
     spec = env.action_spec()
     time_step = env.reset()
@@ -159,18 +159,18 @@ def test_policies_load_and_act_in_bounds(finished_run):
         np.testing.assert_array_equal(weights[0].get_tensor(var), weights[1].get_tensor(var))
 
 
-def test_run_info_names_the_environment(finished_run):
+def test_run_info_names_the_environment(finished_topology_run):
     import json
 
-    root, _, _ = finished_run
+    root, _, _ = finished_topology_run
     with open(os.path.join(root, "run_info.json")) as f:
         info = json.load(f)
     assert info["env_name"] == "Pendulum-v1"
     assert info["hparams"]["num_iterations"] == NUM_ITERATIONS
 
 
-def test_results_file_has_rows(finished_run):
-    root, _, _ = finished_run
+def test_results_file_has_rows(finished_topology_run):
+    root, _, _ = finished_topology_run
     with open(os.path.join(root, "eval", "results.csv")) as f:
         lines = f.read().strip().splitlines()
     assert lines[0] == "train_step,env_steps,average_return,average_episode_length,wall_time"
@@ -193,9 +193,9 @@ def _first_logged(log: str, text: str) -> str:
     raise AssertionError(f"no logged line contains {text!r}")
 
 
-def test_learner_waited_for_the_late_server(finished_run):
+def test_learner_waited_for_the_late_server(finished_topology_run):
     """The learner started waiting before the server existed, saw it come up, then trained."""
-    root, _, _ = finished_run
+    root, _, _ = finished_topology_run
     learner = _log(root, "learner")
     began_waiting = _first_logged(learner, "Waiting for the Reverb server at localhost:")
     server_listening = _first_logged(_log(root, "server"), "listening on port")

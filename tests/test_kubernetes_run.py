@@ -38,7 +38,7 @@ from typing import Dict, List
 
 import portpicker
 import pytest
-from proc_utils import read, stop
+from proc_utils import read, stop, wait_for_log
 from test_compose import DOCKERFILE
 from test_compose_run import (
     BUDGET_FLAGS,
@@ -51,7 +51,6 @@ from test_compose_run import (
     executable,
     run_healthcheck,
     wait_for_exit,
-    wait_for_log,
 )
 from test_kubernetes import K8S_DIR, KustomizeLite, by_kind_name, container, pod_template
 
@@ -153,7 +152,12 @@ def cluster_run(tmp_path_factory):
 
     try:
         server = start(SERVER)
-        wait_for_log(server, rf"listening on port {local_port}\b", SERVER_READY_S)
+        wait_for_log(
+            str(server.log),
+            rf"listening on port {local_port}\b",
+            SERVER_READY_S,
+            {server.name: server.popen},
+        )
         server_spec = container(workloads[SERVER])
         probes = [server_spec[p]["exec"]["command"] for p in ("startupProbe", "livenessProbe")]
         assert probes[0] == probes[1] == server_spec["readinessProbe"]["exec"]["command"]

@@ -9,12 +9,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from typing import List
 
 import pytest
-from proc_utils import DEADLINE_S
+from proc_utils import DEADLINE_S, start_launch
 
 pytestmark = pytest.mark.slow
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -29,17 +28,6 @@ TINY = [
     "--num_eval_episodes=1",
     "--policy_save_interval=200",
 ]
-
-
-def _launch(args, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-u", "-m", "sac_distributed.bin.launch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        **kwargs,
-    )
 
 
 def read_until(proc: subprocess.Popen, marker: str) -> List[str]:
@@ -68,7 +56,7 @@ def test_launch_reports_failing_child(tmp_path):
         "--env_name=user_envs:make_after_first",
         f"--env_kwargs={json.dumps({'marker': str(tmp_path / 'made')})}",
     ]
-    proc = _launch([f"--root_dir={root}", *fails_in_jobs, *TINY], cwd=TESTS_DIR)
+    proc = start_launch([f"--root_dir={root}", *fails_in_jobs, *TINY], cwd=TESTS_DIR)
     out, _ = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 1, out[-4000:]
     assert "exited with code 2; its last lines:" in out
@@ -83,7 +71,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
     root = str(tmp_path / "interrupted")
     # No periodic export: the policies the test finds are the graceful stop's.
     endless = ["--num_iterations=1000000", "--policy_save_interval=1000000"]
-    proc = _launch([f"--root_dir={root}", *TINY[1:], *endless])
+    proc = start_launch([f"--root_dir={root}", *TINY[1:], *endless])
     seen = read_until(proc, "Eval at train_step")  # training is under way
     proc.send_signal(signal.SIGINT)
     # An impatient second Ctrl-C (and a SIGTERM): logged, the stop goes on, and no
@@ -107,7 +95,7 @@ def test_launch_stops_everything_on_ctrl_c(tmp_path):
 
 def test_an_error_buffer_without_a_ratio_is_refused_before_any_job_starts(tmp_path):
     root = str(tmp_path / "run")
-    proc = _launch(
+    proc = start_launch(
         [
             f"--root_dir={root}",
             "--env_name=Pendulum-v1",

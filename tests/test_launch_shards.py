@@ -18,11 +18,16 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 
 import portpicker
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, assert_greedy_policy_acts
+from proc_utils import (
+    DEADLINE_S,
+    TINY_RUN_FLAGS,
+    TINY_RUN_ITERATIONS,
+    assert_greedy_policy_acts,
+    start_launch,
+)
 
 from sac_distributed.launchers.job_definitions import JobSpec
 from sac_distributed.launchers.supervisor import Supervisor
@@ -40,14 +45,9 @@ _SHARD_LINE = re.compile(
 )
 
 
-def _launch(args) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "sac_distributed.bin.launch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+def _launch_to_end(args) -> subprocess.CompletedProcess:
+    """sac-launch run to its end; past DEADLINE_S, Ctrl-C'd and the test failed."""
+    proc = start_launch(args)
     try:
         out, _ = proc.communicate(timeout=DEADLINE_S)
     except subprocess.TimeoutExpired:
@@ -65,7 +65,7 @@ def _no_process_left(root_dir: str) -> bool:
 
 def test_two_shards_both_fill_and_are_sampled(tmp_path):
     root = str(tmp_path / "run")
-    run = _launch(
+    run = _launch_to_end(
         [f"--root_dir={root}", "--num_actors=2", "--num_replay_shards=2", "--seed=3", *TINY]
     )
     out = run.stdout
@@ -112,7 +112,7 @@ def test_a_taken_shard_port_is_refused_before_anything_starts(tmp_path):
     with socket.socket() as holder:  # something else listens on shard 1's port
         holder.bind(("", port + 1))
         holder.listen()
-        run = _launch(
+        run = _launch_to_end(
             [f"--root_dir={tmp_path / 'run'}", f"--port={port}", "--num_replay_shards=2", *TINY]
         )
     assert run.returncode == 2, run.stdout[-3000:]

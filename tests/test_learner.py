@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import learner_config
+from conftest import learner_config, random_observations
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 
@@ -36,11 +36,6 @@ def _checkpoint_steps(root_dir):
     pattern = os.path.join(root_dir, paths.CHECKPOINT_DIR, "ckpt-*.index")
     names = (os.path.basename(p) for p in glob.glob(pattern))
     return sorted(int(n[len("ckpt-") : -len(".index")]) for n in names)
-
-
-def _observations(env_specs, n, seed=1):
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-1, 1, (n,) + tuple(env_specs.observation.shape)).astype(np.float32)
 
 
 def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
@@ -68,7 +63,7 @@ def _check_trained(result, weights, root_dir, env_specs, snapshot, done=True):
 
     # The three exported SavedModels load with their specs and act in bounds.
     spec = env_specs.action
-    obs = _observations(env_specs, 8)
+    obs = random_observations(env_specs, 8, seed=1)
     time_step = ts.restart(obs, batch_size=len(obs))
     actions = {}
     for name in paths.POLICY_NAMES:

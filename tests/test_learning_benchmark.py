@@ -145,7 +145,7 @@ def test_mean_return_averages_the_window_and_needs_all_of_it():
         learning_report.mean_return(points, 10_000, 30_000, 0)
 
 
-def _write_results(runs_dir, group: str, seed: int, pairs) -> None:
+def _write_seed_results(runs_dir, group: str, seed: int, pairs) -> None:
     path = runs_dir / group / f"seed{seed}"
     path.mkdir(parents=True)
     rows = [",".join(EVALUATOR_HEADER)]
@@ -159,16 +159,16 @@ def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_
     from benchmarks.report import mean_return
 
     first, second = tmp_path / "a", tmp_path / "b"
-    _write_results(first, "ours-preset", 0, [(20_000, 100), (30_000, 300)])
-    _write_results(second, "ours-preset", 1, [(20_000, 200), (30_000, 200)])
-    _write_results(second, "ours-preset", 2, [(20_000, 50)])  # too short for the window
+    _write_seed_results(first, "ours-preset", 0, [(20_000, 100), (30_000, 300)])
+    _write_seed_results(second, "ours-preset", 1, [(20_000, 200), (30_000, 200)])
+    _write_seed_results(second, "ours-preset", 2, [(20_000, 50)])  # too short for the window
     argv = [f"--runs={first}", f"--runs={second}", "--groups=ours-preset,sb3-preset"]
     assert mean_return.main(argv + ["--window=20000,30000,10000"]) == 0
     out = capsys.readouterr().out
     assert "ours-preset: 200 [200, 200] over 2 seeds (0: 200, 1: 200)" in out
     assert "too short for the window: seeds [2]" in out
     assert "sb3-preset: no seed covers the window" in out
-    _write_results(first, "sb3-preset", 0, [(20_000, 300), (30_000, 300)])
+    _write_seed_results(first, "sb3-preset", 0, [(20_000, 300), (30_000, 300)])
     assert mean_return.main(argv + ["--window=20000,30000,10000", "--versus=sb3-preset"]) == 0
     out = capsys.readouterr().out
     assert "ours-preset vs sb3-preset: 0 of 2 pairs favour ours-preset" in out
@@ -177,7 +177,7 @@ def test_mean_return_cli_merges_a_group_across_sweeps_and_refuses_bad_input(tmp_
         mean_return.main(argv + ["--versus=stock-preset"])
     assert "--versus=stock-preset is not one of --groups" in capsys.readouterr().err
     (first / "sb3-preset" / "seed0" / "results.csv").unlink()
-    _write_results(second, "ours-preset", 0, [(20_000, 1), (30_000, 1)])
+    _write_seed_results(second, "ours-preset", 0, [(20_000, 1), (30_000, 1)])
     with pytest.raises(SystemExit, match="seed 0 is in more than one --runs directory"):
         mean_return.main(argv)
     for bad, message in (

@@ -29,7 +29,7 @@ NUM_ITERATIONS = 20
 BATCH_SIZE = 32
 
 
-def _observations(n: int, seed: int = 0) -> np.ndarray:
+def _badly_scaled_observations(n: int, seed: int = 0) -> np.ndarray:
     """Pendulum-shaped observations with very different scales per element."""
     rng = np.random.default_rng(seed)
     return (rng.normal(size=(n, 3)) * [0.1, 3.0, 40.0] + [5.0, -2.0, 100.0]).astype(np.float32)
@@ -37,7 +37,7 @@ def _observations(n: int, seed: int = 0) -> np.ndarray:
 
 def test_running_statistics_match_numpy(env_specs):
     normalizer = ObservationNormalizer(env_specs.observation)
-    data = _observations(1000)
+    data = _badly_scaled_observations(1000)
     for chunk in np.split(data, [1, 33, 500, 501]):  # a first batch of one, uneven after
         normalizer.update(tf.constant(chunk))
     assert normalizer.count.numpy() == 1000
@@ -50,7 +50,7 @@ def test_replicas_all_reduce_their_batches(env_specs):
     assert strategy.num_replicas_in_sync == 2
     with strategy.scope():
         normalizer = ObservationNormalizer(env_specs.observation)
-    data = _observations(64, seed=3)
+    data = _badly_scaled_observations(64, seed=3)
     halves = iter([tf.constant(data[:32]), tf.constant(data[32:])])
     batch = strategy.experimental_distribute_values_from_function(lambda _ctx: next(halves))
 
@@ -67,10 +67,10 @@ def test_replicas_all_reduce_their_batches(env_specs):
 
 def test_numpy_and_tensorflow_normalize_alike(env_specs):
     normalizer = ObservationNormalizer(env_specs.observation)
-    normalizer.update(tf.constant(_observations(200)))
+    normalizer.update(tf.constant(_badly_scaled_observations(200)))
     params = normalizer.numpy_params()
     assert params.clip == OBSERVATION_CLIP
-    outliers = _observations(50, seed=1) * 30.0  # far out: exercises the clip
+    outliers = _badly_scaled_observations(50, seed=1) * 30.0  # far out: exercises the clip
     expected = normalizer.normalize(tf.constant(outliers)).numpy()
     actual = params.apply(outliers)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
@@ -84,7 +84,7 @@ def test_identity_statistics_leave_observations_alone(env_specs):
     raw = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape, weights)
     identity = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     identity.set_weights(weights, ObservationNormalization.identity((3,)))
-    obs = _observations(5) * 100.0  # beyond any clip: an identity must not clip
+    obs = _badly_scaled_observations(5) * 100.0  # beyond any clip: an identity must not clip
     np.testing.assert_array_equal(identity.action(obs, greedy=True), raw.action(obs, greedy=True))
 
 
@@ -111,7 +111,7 @@ def trained(new_server, new_learner, write_replay, tmp_path_factory):
     client = server.localhost_client()
     transitions = write_replay(client, 128)
     root_dir = str(tmp_path_factory.mktemp("normalized_root"))
-    config = _config(root_dir, server, normalize=True)
+    config = _mirrored_learner_config(root_dir, server, normalize=True)
     loop = new_learner(config, server)
     result = loop.run()
     assert result.stop_reason == "num_iterations reached"
@@ -119,7 +119,7 @@ def trained(new_server, new_learner, write_replay, tmp_path_factory):
     return loop, server, root_dir, observations
 
 
-def _config(root_dir: str, server, normalize: bool):
+def _mirrored_learner_config(root_dir: str, server, normalize: bool):
     address = f"localhost:{server.port}"
     # No scheduled export at step 20: run()'s final one is the saved policy read here.
     return learner_config(
@@ -171,16 +171,16 @@ def test_restart_restores_statistics_and_refuses_a_switched_option(trained, new_
     loop, server, root_dir, _ = trained
     mean, count = loop.learner.normalizer.mean.numpy(), loop.learner.normalizer.count.numpy()
 
-    resumed = new_learner(_config(root_dir, server, normalize=True), server)
+    resumed = new_learner(_mirrored_learner_config(root_dir, server, normalize=True), server)
     assert resumed.step == NUM_ITERATIONS
     np.testing.assert_array_equal(resumed.learner.normalizer.mean.numpy(), mean)
     assert resumed.learner.normalizer.count.numpy() == count
 
     with pytest.raises(CheckpointError, match="normalize_observations=True") as error:
-        new_learner(_config(root_dir, server, normalize=False), server)
+        new_learner(_mirrored_learner_config(root_dir, server, normalize=False), server)
     assert "--normalize_observations=true" in str(error.value)
     # Nothing stored was touched: the checkpoint still restores in full.
-    again = new_learner(_config(root_dir, server, normalize=True), server)
+    again = new_learner(_mirrored_learner_config(root_dir, server, normalize=True), server)
     assert again.learner.normalizer.count.numpy() == count
 
 

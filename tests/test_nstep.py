@@ -19,11 +19,7 @@ from sac_distributed.runtime import Metrics
 GAMMA = 0.9
 
 
-def _layout(env_specs) -> RowLayout:
-    return row_layout(env_specs)
-
-
-def _episode(layout: RowLayout, length: int, terminal: bool, seed: int = 0):
+def _episode_rows(layout: RowLayout, length: int, terminal: bool, seed: int = 0):
     """One-step rows of an episode whose observation i is [i, i, i]."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -54,7 +50,7 @@ def _expected(rows, layout, t: int, n: int):
     return reward, bootstrap, fields[t + m - 1]["next_observation"][0], fields[t]
 
 
-def _run(rows, layout, n):
+def _accumulate(rows, layout, n):
     acc = NStepAccumulator(layout, n, GAMMA)
     out = [row for row in (acc.add(r) for r in rows) if row is not None]
     return out + acc.end_episode(), acc
@@ -63,9 +59,9 @@ def _run(rows, layout, n):
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 20])
 @pytest.mark.parametrize("terminal", [True, False])
 def test_every_step_gets_its_n_step_target(env_specs, n, terminal):
-    layout = _layout(env_specs)
-    rows = _episode(layout, 7, terminal)
-    out, acc = _run(rows, layout, n)
+    layout = row_layout(env_specs)
+    rows = _episode_rows(layout, 7, terminal)
+    out, acc = _accumulate(rows, layout, n)
     assert len(out) == len(rows) and len(acc) == 0  # one transition per step, none left
     for t, row in enumerate(out):
         got = layout.unpack(row[np.newaxis])
@@ -79,23 +75,23 @@ def test_every_step_gets_its_n_step_target(env_specs, n, terminal):
 
 
 def test_one_step_rows_pass_through_unchanged(env_specs):
-    layout = _layout(env_specs)
-    rows = _episode(layout, 4, terminal=True)
-    out, _ = _run(rows, layout, 1)
+    layout = row_layout(env_specs)
+    rows = _episode_rows(layout, 4, terminal=True)
+    out, _ = _accumulate(rows, layout, 1)
     for a, b in zip(out, rows):
         np.testing.assert_array_equal(a, b)
 
 
 def test_terminal_step_cuts_the_bootstrap(env_specs):
-    layout = _layout(env_specs)
-    rows = _episode(layout, 3, terminal=True)
-    out, _ = _run(rows, layout, 5)
+    layout = row_layout(env_specs)
+    rows = _episode_rows(layout, 3, terminal=True)
+    out, _ = _accumulate(rows, layout, 5)
     assert all(layout.unpack(r[np.newaxis])["discount"][0] == 0.0 for r in out)
 
 
 def test_a_bad_n_is_refused(env_specs):
     with pytest.raises(ValueError, match="n_step"):
-        NStepAccumulator(_layout(env_specs), 0, GAMMA)
+        NStepAccumulator(row_layout(env_specs), 0, GAMMA)
 
 
 # --- an actor writing n-step rows to a real server ------------------------------------

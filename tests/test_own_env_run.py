@@ -4,30 +4,17 @@
 from another, is docs/own-env.md's runnable block: tests/test_docs_examples.py.)"""
 
 import os
-import subprocess
-import sys
 
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS
+from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, run
 
 pytestmark = pytest.mark.slow
-
-
-def _run(module, *flags, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", f"sac_distributed.bin.{module}", *flags],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_replay(tmp_path):
     root = tmp_path / "failing"
     tests_dir = os.path.dirname(os.path.abspath(__file__))
-    launched = _run(
+    launched = run(
         "launch",
         f"--root_dir={root}",
         "--env_name=user_envs:make_failing",
@@ -36,6 +23,7 @@ def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_rep
         # 200, so it cannot meet the failure first.
         """--env_kwargs={"at": 150}""",
         *TINY_RUN_FLAGS,
+        timeout_s=DEADLINE_S,
         cwd=tests_dir,
     )
     out = launched.stdout + launched.stderr

@@ -42,7 +42,7 @@ def _green_pixels(path: str) -> int:
     return int(((g > r + 0.15) & (g > b + 0.15)).sum())
 
 
-def _png_size(path: str) -> tuple:
+def _png_file_size(path: str) -> tuple:
     """(width, height) from a PNG's IHDR chunk; fails unless the file is a PNG."""
     with open(path, "rb") as f:
         head = f.read(24)
@@ -78,7 +78,7 @@ def test_read_results_parses_the_evaluator_format(tmp_path):
 def test_plot_writes_a_readable_png(tmp_path, x):
     points = read_results(_write_results(str(tmp_path)))
     out = plotting.plot_learning_curve(points, str(tmp_path / "plots" / "curve.png"), x=x)
-    assert _png_size(out) == (800, 600)
+    assert _png_file_size(out) == (800, 600)
     assert os.path.getsize(out) > 10_000  # axes, labels and two curves, not a blank canvas
 
     import matplotlib.image
@@ -156,7 +156,7 @@ def test_binary_plots_root_dir_results(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     out = os.path.join(root, "eval", "learning_curve.png")
     assert f"{out}: 9 evaluations, last at train_step 8000: average return -220.00" in result.stdout
-    assert _png_size(out) == (800, 600)
+    assert _png_file_size(out) == (800, 600)
     assert "training episodes" not in result.stdout  # the actors logged none
     _write_episodes(root, 0, 30, -1500.0)
     result = subprocess.run(

@@ -39,7 +39,7 @@ class SampleInfo(NamedTuple):
     replay_size: tf.Tensor
 
 
-def _hparams(**overrides):
+def _prioritized_hparams(**overrides):
     return small_hparams(
         prioritized_replay=True, transitions_per_item=K, **{"batch_size": 32, **overrides}
     )
@@ -63,7 +63,7 @@ def _tables(hparams, env_specs, max_priority=True):
 
 @pytest.fixture
 def per_server(env_specs):
-    server = reverb.Server(_tables(_hparams(), env_specs), port=None)
+    server = reverb.Server(_tables(_prioritized_hparams(), env_specs), port=None)
     yield server
     server.stop()
 
@@ -144,7 +144,7 @@ def test_item_priorities_are_the_mean_abs_td_error_of_their_rows():
 # --- the weighted update -----------------------------------------------------------------
 
 
-def _batch(env_specs, n, seed):
+def _random_row_batch(env_specs, n, seed):
     rng = np.random.default_rng(seed)
     layout = replay.row_layout(env_specs)
     rows = rng.uniform(-1, 1, (n, layout.width)).astype(np.float32)
@@ -153,9 +153,9 @@ def _batch(env_specs, n, seed):
 
 
 def test_unit_weights_give_sac_agents_own_critic_loss(env_specs):
-    hparams = _hparams(reward_scale_factor=2.0)
+    hparams = _prioritized_hparams(reward_scale_factor=2.0)
     agent = sac_update.make_agent(env_specs, hparams)
-    experience = _batch(env_specs, 32, seed=1)
+    experience = _random_row_batch(env_specs, 32, seed=1)
     time_steps, policy_steps, next_time_steps = experience
     tf.random.set_seed(11)  # both draw the same a' ~ pi(s')
     # As SacAgent._train scales it (critic_loss_weight, 0.5 by default).
@@ -183,7 +183,7 @@ def test_unit_weights_give_sac_agents_own_critic_loss(env_specs):
 def test_training_steps_change_priorities_on_the_server(
     per_server, env_specs, write_replay, tmp_path, strategy
 ):
-    hparams = _hparams()
+    hparams = _prioritized_hparams()
     client = per_server.localhost_client()
     address = f"localhost:{per_server.port}"
     write_replay(client, 64)  # 16 items, all at priority 1
@@ -230,7 +230,9 @@ def test_training_steps_change_priorities_on_the_server(
 
 def test_a_dead_shards_updates_are_dropped_and_counted(env_specs, write_replay, monkeypatch):
     monkeypatch.setattr(priorities_lib, "PING_TIMEOUT_S", 1)
-    live, dead = (reverb.Server(_tables(_hparams(), env_specs), port=None) for _ in range(2))
+    live, dead = (
+        reverb.Server(_tables(_prioritized_hparams(), env_specs), port=None) for _ in range(2)
+    )
     try:
         client = live.localhost_client()
         write_replay(client, 8)
@@ -265,10 +267,10 @@ def test_a_job_whose_setting_differs_from_the_servers_sampler_is_refused(
 ):
     uniform = reverb_server.localhost_client()
     prioritized = per_server.localhost_client()
-    replay.check_replay_sampler(prioritized, _hparams(), "learner")
+    replay.check_replay_sampler(prioritized, _prioritized_hparams(), "learner")
     replay.check_replay_sampler(uniform, small_hparams(), "actor")
     with pytest.raises(SignatureMismatchError, match=r"prioritized_replay=True.*samples uniform"):
-        replay.check_replay_sampler(uniform, _hparams(), "learner")
+        replay.check_replay_sampler(uniform, _prioritized_hparams(), "learner")
     with pytest.raises(
         SignatureMismatchError, match=r"prioritized_replay=False.*priority_exponent=0.6"
     ):
@@ -276,10 +278,12 @@ def test_a_job_whose_setting_differs_from_the_servers_sampler_is_refused(
     with pytest.raises(
         SignatureMismatchError, match=r"priority_exponent=0.8.*priority_exponent=0.6"
     ):
-        replay.check_replay_sampler(prioritized, _hparams(priority_exponent=0.8), "learner")
+        replay.check_replay_sampler(
+            prioritized, _prioritized_hparams(priority_exponent=0.8), "learner"
+        )
     replay.check_max_priority_table(prioritized)
     replay.check_max_priority_table(uniform)  # today's servers have it whatever the sampler
-    older = reverb.Server(_tables(_hparams(), env_specs, max_priority=False), port=None)
+    older = reverb.Server(_tables(_prioritized_hparams(), env_specs, max_priority=False), port=None)
     try:
         with pytest.raises(SignatureMismatchError, match="older sac-reverb-server"):
             replay.check_max_priority_table(older.localhost_client())
@@ -356,7 +360,7 @@ def test_replay_checkpoints_restore_across_the_setting(env_specs, write_replay):
     """A checkpoint from before prioritized replay (no max-priority table) restores
     on a server that has it, and one that has it restores either way; the
     sampler comes from the checkpoint, so the start-up check names it."""
-    uniform, prioritized = small_hparams(transitions_per_item=K), _hparams()
+    uniform, prioritized = small_hparams(transitions_per_item=K), _prioritized_hparams()
     old = _checkpoint(_tables(uniform, env_specs, max_priority=False), lambda c: write_replay(c, 8))
     server = _restore(_tables(prioritized, env_specs), old)
     client = server.localhost_client()

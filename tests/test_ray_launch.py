@@ -25,6 +25,7 @@ from proc_utils import (
     TINY_RUN_ITERATIONS,
     assert_greedy_policy_acts,
     read,
+    start_launch,
 )
 
 from sac_distributed import config as config_lib
@@ -198,7 +199,7 @@ def launch():
     started = []
 
     def start(root: str, address: str) -> subprocess.Popen:
-        started.append(_launch(root, address))
+        started.append(_launch_on_ray(root, address))
         return started[-1]
 
     yield start
@@ -212,23 +213,15 @@ def launch():
                 proc.communicate()
 
 
-def _launch(root: str, address: str) -> subprocess.Popen:
-    return subprocess.Popen(
+def _launch_on_ray(root: str, address: str) -> subprocess.Popen:
+    return start_launch(
         [
-            sys.executable,
-            "-u",
-            "-m",
-            "sac_distributed.bin.launch",
             "--engine=ray",
             f"--ray_address={address}",
             f"--root_dir={root}",
             "--num_actors=2",
             *TINY,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
+        ]
     )
 
 

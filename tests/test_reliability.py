@@ -90,7 +90,7 @@ class Run:
 
 
 @pytest.fixture
-def run(tmp_path):
+def jobs(tmp_path):
     r = Run(str(tmp_path))
     yield r
     r.cleanup()
@@ -102,7 +102,7 @@ def _last_int(pattern: str, text: str) -> int:
     return values[-1]
 
 
-def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
+def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(jobs):
     """One run, three SIGKILLs: the server (replay restored from its checkpoint, the
     clients carry on against the new one), the learner (resumed from its checkpoint,
     at most one interval lost) and an actor (a new one rejoins). The learner is frozen
@@ -111,31 +111,31 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     frozen (SIGSTOP) while the test waits on the learner alone: from the warm-up it wrote
     until the learner's first checkpoint, and from its writes to the restarted server
     until its kill."""
-    run.start_server()
-    run.start_learner()
-    run.start_actor()
-    run.start_evaluator()
+    jobs.start_server()
+    jobs.start_learner()
+    jobs.start_actor()
+    jobs.start_evaluator()
     # Warm-up written: the learner trains on it while the actor waits frozen.
-    wait_for_log(run.log("actor"), r"switching from random", DEADLINE_S, run.procs)
-    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
-    wait_for_log(run.log("learner"), r"Saved checkpoint .*ckpt-\d+", DEADLINE_S, run.procs)
-    wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, run.procs)
+    wait_for_log(jobs.log("actor"), r"switching from random", DEADLINE_S, jobs.procs)
+    os.kill(jobs.procs["actor"].pid, signal.SIGSTOP)
+    wait_for_log(jobs.log("learner"), r"Saved checkpoint .*ckpt-\d+", DEADLINE_S, jobs.procs)
+    wait_for_log(jobs.log("learner"), r"train_step \d+: loss", DEADLINE_S, jobs.procs)
     # Freeze the learner while it is under way: on a busy machine the checkpoint
     # below can take longer than all its train steps, and a learner that finished
     # before its kill could not show that it resumes.
-    os.kill(run.procs["learner"].pid, signal.SIGSTOP)
-    assert "Learner stopped" not in read(run.log("learner"))
+    os.kill(jobs.procs["learner"].pid, signal.SIGSTOP)
+    assert "Learner stopped" not in read(jobs.log("learner"))
 
     # The server: a replay checkpoint taken while training is under way, then SIGKILL.
-    mark = len(read(run.log("server")))
-    wait_for_log(run.log("server"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
+    mark = len(read(jobs.log("server")))
+    wait_for_log(jobs.log("server"), r"Replay checkpoint written", DEADLINE_S, start_at=mark)
     # Inserts stay frozen while the size is read: a checkpoint written between the read
     # and the kill must not hold more than was read.
-    size_before = settled(lambda: run.table().current_size, "the replay size")
-    run.procs["server"].kill()
-    run.procs["server"].wait()
-    run.start_server()
-    restored_info = run.table()
+    size_before = settled(lambda: jobs.table().current_size, "the replay size")
+    jobs.procs["server"].kill()
+    jobs.procs["server"].wait()
+    jobs.start_server()
+    restored_info = jobs.table()
     restored = restored_info.current_size
     samples_at_restart = restored_info.rate_limiter_info.sample_stats.completed
     assert 0 < restored <= size_before, (restored, size_before)
@@ -144,26 +144,29 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     # The learner, still frozen: SIGKILL. The actor keeps collecting while it is down,
     # and writes to the restarted server (by reconnecting, or through Reverb's own
     # stream retry when it never saw the outage).
-    run.procs["learner"].kill()
-    run.procs["learner"].wait()
-    before = read(run.log("learner"))
+    jobs.procs["learner"].kill()
+    jobs.procs["learner"].wait()
+    before = read(jobs.log("learner"))
     logged_step = _last_int(r"train_step (\d+): loss", before)
     saved_step = _last_int(r"ckpt-(\d+)", before)
-    os.kill(run.procs["actor"].pid, signal.SIGCONT)
+    os.kill(jobs.procs["actor"].pid, signal.SIGCONT)
     deadline = time.monotonic() + DEADLINE_S
-    while run.table().current_size < restored + 100:
+    while jobs.table().current_size < restored + 100:
         assert time.monotonic() < deadline, (
             f"waited {DEADLINE_S} s for the actor to write to the restarted server "
             "while the learner was down"
         )
         time.sleep(0.2)
     # Written: the actor waits frozen while the learner restarts, and is killed there.
-    os.kill(run.procs["actor"].pid, signal.SIGSTOP)
+    os.kill(jobs.procs["actor"].pid, signal.SIGSTOP)
 
     mark = len(before)
-    run.start_learner()
+    jobs.start_learner()
     match = wait_for_log(
-        run.log("learner"), r"Restored .*ckpt-(\d+) \(train_step=(\d+)\)", DEADLINE_S, start_at=mark
+        jobs.log("learner"),
+        r"Restored .*ckpt-(\d+) \(train_step=(\d+)\)",
+        DEADLINE_S,
+        start_at=mark,
     )
     resumed = int(match.group(2))
     assert resumed >= saved_step
@@ -174,23 +177,23 @@ def test_server_learner_and_actor_killed_in_turn_and_the_run_finishes(run):
     )
 
     # The actor, killed mid-episode, rejoins; its half-finished episode is simply absent.
-    wait_for_log(run.log("learner"), r"train_step \d+: loss", DEADLINE_S, start_at=mark)
-    run.procs["actor"].kill()
-    run.procs["actor"].wait()
-    run.start_actor()
+    wait_for_log(jobs.log("learner"), r"train_step \d+: loss", DEADLINE_S, start_at=mark)
+    jobs.procs["actor"].kill()
+    jobs.procs["actor"].wait()
+    jobs.start_actor()
 
-    codes = wait_all({n: p for n, p in run.procs.items() if n != "server"}, DEADLINE_S)
+    codes = wait_all({n: p for n, p in jobs.procs.items() if n != "server"}, DEADLINE_S)
     # The learner trained on the restarted server.
-    assert run.table().rate_limiter_info.sample_stats.completed > samples_at_restart
-    codes["server"] = stop(run.procs["server"])
+    assert jobs.table().rate_limiter_info.sample_stats.completed > samples_at_restart
+    codes["server"] = stop(jobs.procs["server"])
     assert codes == {n: 0 for n in codes}, codes
-    learner = read(run.log("learner"))[mark:]
+    learner = read(jobs.log("learner"))[mark:]
     assert f"Learner stopped at train_step {NUM_ITERATIONS}: num_iterations reached" in learner
     # The restarted actor saw the restarted learner's final weights and done flag.
-    assert "stopping (learner finished)" in read(run.log("actor"))
-    rows = read(os.path.join(run.root, "eval", "results.csv")).strip().splitlines()
+    assert "stopping (learner finished)" in read(jobs.log("actor"))
+    rows = read(os.path.join(jobs.root, "eval", "results.csv")).strip().splitlines()
     assert rows[-1].startswith(f"{NUM_ITERATIONS},")
-    policies = os.listdir(os.path.join(run.root, "policies"))
+    policies = os.listdir(os.path.join(jobs.root, "policies"))
     assert {"policy", "collect_policy", "greedy_policy"} <= set(policies)
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
+from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, error_lines, run
 
 from sac_distributed import paths
 from sac_distributed.results import read_results
@@ -28,20 +28,12 @@ OTHER_ENV = "MountainCarContinuous-v0"
 NOWHERE = ["--replay_buffer_server_address=localhost:1", "--connect_timeout=5"]
 
 
-def _launch(*flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sac_distributed.bin.launch", *flags],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 @pytest.fixture(scope="module")
 def finished_root(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("finished") / "run")
-    result = _launch(f"--root_dir={root}", "--engine=threads", *TINY_RUN_FLAGS)
+    result = run(
+        "launch", f"--root_dir={root}", "--engine=threads", *TINY_RUN_FLAGS, timeout_s=DEADLINE_S
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     with open(_console_path(root), "w") as f:
         f.write(result.stdout + result.stderr)
@@ -90,7 +82,7 @@ def test_a_fresh_run_does_not_say_resumed(finished_root):
 )
 def test_the_launcher_refuses_another_run_before_starting_anything(copied_root, flag, difference):
     before = _snapshot(copied_root)
-    result = _launch(f"--root_dir={copied_root}", *TINY_RUN_FLAGS, flag)
+    result = run("launch", f"--root_dir={copied_root}", *TINY_RUN_FLAGS, flag, timeout_s=DEADLINE_S)
     assert result.returncode == 2, (result.stdout + result.stderr)[-4000:]
     assert result.stderr.splitlines() == [
         f"error: {copied_root} holds another run: it has {difference}. Use a new --root_dir "
@@ -137,7 +129,7 @@ def test_every_job_refuses_another_run_before_touching_its_files(copied_root, jo
     except subprocess.TimeoutExpired:
         pytest.fail(f"sac {job} did not refuse the other run's root_dir; it ran on")
     assert result.returncode == 2, result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1 and f"{copied_root} holds another run: it has " in errors[0], (
         result.stderr[-3000:]
     )
@@ -177,7 +169,13 @@ def test_a_finished_run_resumed_with_more_iterations_says_so_and_trains_to_the_n
     never comes."""
     more = 2 * TINY_RUN_ITERATIONS
     flags = [f for f in TINY_RUN_FLAGS if not f.startswith("--num_iterations=")]
-    result = _launch(f"--root_dir={copied_root}", f"--num_iterations={more}", *flags)
+    result = run(
+        "launch",
+        f"--root_dir={copied_root}",
+        f"--num_iterations={more}",
+        *flags,
+        timeout_s=DEADLINE_S,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     resumed = [line for line in result.stdout.splitlines() if "resumed from" in line]
     assert len(resumed) == 1, result.stdout[-4000:]

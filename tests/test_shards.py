@@ -74,7 +74,7 @@ def _addresses(servers):
     return [f"localhost:{s.port}" for s in servers]
 
 
-def _fill(server, env_specs, n: int, reward: float):
+def _fill_shard(server, env_specs, n: int, reward: float):
     """Writes `n` transitions with the given reward (marks the shard) and waits for them."""
     client = server.localhost_client()
     writer = replay.TransitionWriter(client)
@@ -135,7 +135,7 @@ def test_a_batch_holds_every_shard_in_proportion_with_exact_sample_info(shards, 
     servers = shards(2)
     sizes = (96, 32)
     for shard, (server, n) in enumerate(zip(servers, sizes)):
-        _fill(server, env_specs, n, reward=100.0 + shard)
+        _fill_shard(server, env_specs, n, reward=100.0 + shard)
     dataset = replay.make_dataset(_addresses(servers), env_specs, 32, with_sample_info=True)
     transition, info = next(iter(dataset))
 
@@ -160,7 +160,7 @@ def test_a_batch_holds_every_shard_in_proportion_with_exact_sample_info(shards, 
 
 def test_one_address_with_sample_info_reports_the_table(shards, env_specs):
     (server,) = shards(1)
-    _fill(server, env_specs, 64, reward=1.0)
+    _fill_shard(server, env_specs, 64, reward=1.0)
     address = f"localhost:{server.port}"
     transition, info = next(
         iter(replay.make_dataset(address, env_specs, 16, with_sample_info=True))
@@ -212,7 +212,7 @@ def test_a_second_server_for_the_same_shard_is_refused_but_other_shards_coexist(
 # --- an actor moves away from a dead home shard and back --------------------------------
 
 
-def _inserted(server) -> int:
+def _items_inserted(server) -> int:
     return replay.table_info(
         server.localhost_client(), replay.REPLAY_TABLE
     ).rate_limiter_info.insert_stats.completed
@@ -246,22 +246,22 @@ def test_actor_moves_to_a_live_shard_and_returns_home(shards, env_specs, root_di
     thread.start()
     try:
         wait_for_size(servers[0].localhost_client(), replay.REPLAY_TABLE, 50, POLL_S)
-        assert _inserted(servers[1]) == 0
+        assert _items_inserted(servers[1]) == 0
         servers[0].stop()  # home shard gone
-        _wait(lambda: _inserted(servers[1]) > 50, "the actor to write to shard 1", thread)
+        _wait(lambda: _items_inserted(servers[1]) > 50, "the actor to write to shard 1", thread)
         servers[0] = reverb.Server(
             replay.make_tables(_shard_config(small_hparams(), 2, 0, root_dir), env_specs),
             port=ports[0],
         )
-        _wait(lambda: _inserted(servers[0]) > 50, "the actor to return to shard 0", thread)
+        _wait(lambda: _items_inserted(servers[0]) > 50, "the actor to return to shard 0", thread)
         assert connection.live_shards() == [0, 1]
         stop.set()
         thread.join(POLL_S)
         stats = result["stats"]
         # Read before the servers go: shard 1 never failed, and the actor confirmed
         # all it wrote there before going home.
-        assert stats.transitions_written_per_shard[1] == _inserted(servers[1])
-        new_home_inserted = _inserted(servers[0])
+        assert stats.transitions_written_per_shard[1] == _items_inserted(servers[1])
+        new_home_inserted = _items_inserted(servers[0])
     finally:
         stop.set()
         thread.join(POLL_S)
@@ -306,7 +306,7 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = shards(2, ports=ports)
     for shard, server in enumerate(servers):
-        _fill(server, env_specs, 96, reward=float(shard))
+        _fill_shard(server, env_specs, 96, reward=float(shard))
     addresses = ",".join(f"localhost:{p}" for p in ports)
     # No checkpoints, and no spare functions traced ahead from SPARES_FROM_STEP (the shard
     # is dropped well before that step, where the update traces again anyway): the learner
@@ -357,7 +357,7 @@ def test_learner_trains_on_without_a_dead_shard_and_takes_it_back(
             thread,
         )
         assert loop.shards_in_use == (0,)
-        _fill(servers[1], env_specs, 96, reward=1.0)
+        _fill_shard(servers[1], env_specs, 96, reward=1.0)
         _wait(lambda: loop.shards_in_use == (0, 1), "the learner to take shard 1 back", thread)
         _wait(lambda: _sampled(servers[1]) > 0, "samples from the restarted shard 1", thread)
     finally:

@@ -6,8 +6,8 @@ import os
 import signal
 
 import pytest
-from proc_utils import DEADLINE_S
-from test_launch import TINY, _launch, read_until
+from proc_utils import DEADLINE_S, start_launch
+from test_launch import TINY, read_until
 
 from sac_distributed import results
 
@@ -22,7 +22,7 @@ def _replay_checkpoints(root: str):
 
 def test_a_threaded_run_trains_to_num_iterations_in_one_process(tmp_path):
     root = str(tmp_path / "run")
-    proc = _launch([f"--root_dir={root}", "--engine=threads", "--seed=3", *TINY])
+    proc = start_launch([f"--root_dir={root}", "--engine=threads", "--seed=3", *TINY])
     out, _ = proc.communicate(timeout=DEADLINE_S)
 
     assert proc.returncode == 0, out[-4000:]
@@ -44,7 +44,9 @@ def test_a_job_that_fails_ends_the_threaded_run_with_its_error(tmp_path):
         "--env_name=user_envs:make_after_first",
         f"--env_kwargs={json.dumps({'marker': str(tmp_path / 'made')})}",
     ]
-    proc = _launch([f"--root_dir={root}", "--engine=threads", *fails_in_jobs, *TINY], cwd=TESTS_DIR)
+    proc = start_launch(
+        [f"--root_dir={root}", "--engine=threads", *fails_in_jobs, *TINY], cwd=TESTS_DIR
+    )
     out, _ = proc.communicate(timeout=DEADLINE_S)
 
     assert proc.returncode == 1, out[-4000:]
@@ -56,7 +58,7 @@ def test_a_job_that_fails_ends_the_threaded_run_with_its_error(tmp_path):
 
 def test_ctrl_c_stops_a_threaded_run_clients_first_then_the_server(tmp_path):
     root = str(tmp_path / "interrupted")
-    proc = _launch(
+    proc = start_launch(
         [f"--root_dir={root}", "--engine=threads", *TINY[1:], "--num_iterations=1000000"]
     )
     seen = read_until(proc, "Eval at train_step")  # training is under way
@@ -80,7 +82,7 @@ def test_a_client_that_fails_stops_the_others_and_the_server_still_checkpoints(t
     # This test process holds the run's learner lock, as a learner elsewhere would.
     with open(root / "learner.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        proc = _launch([f"--root_dir={root}", "--engine=threads", *TINY])
+        proc = start_launch([f"--root_dir={root}", "--engine=threads", *TINY])
         out, _ = proc.communicate(timeout=DEADLINE_S)
 
     assert proc.returncode == 1, out[-4000:]

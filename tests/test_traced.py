@@ -10,7 +10,7 @@ from sac_distributed.algorithm.traced import TracedFunctions
 DEADLINE_S = 120
 
 
-def _dataset(block=None):
+def _ones_dataset(block=None):
     """Ones; with `block`, waits on it after the first."""
 
     def gen():
@@ -41,7 +41,7 @@ def _functions(total):
 def test_spares_are_traced_ahead_read_nothing_and_swap_in_without_tracing():
     total = tf.Variable(0.0)
     functions = _functions(total)
-    iterator = iter(_dataset())
+    iterator = iter(_ones_dataset())
     assert float(functions["train"](iterator, tf.constant(3))) == 3.0
     assert not functions.spares_ready
 
@@ -52,7 +52,7 @@ def test_spares_are_traced_ahead_read_nothing_and_swap_in_without_tracing():
 
     assert functions.swap() is True
     assert functions.tracing_counts() == {"train": 1, "diagnostics": 0}  # traced before use
-    new_iterator = iter(_dataset())
+    new_iterator = iter(_ones_dataset())
     assert float(functions["train"](new_iterator, tf.constant(2))) == 2.0
     assert functions.tracing_counts()["train"] == 1  # no trace on the way back
 
@@ -66,11 +66,11 @@ def test_a_spare_runs_while_an_abandoned_call_of_the_old_function_hangs():
     the first ends, so a call left hanging on a dead stream blocks its function."""
     total = tf.Variable(0.0)
     functions = _functions(total)
-    functions["train"](iter(_dataset()), tf.constant(1))
-    functions.trace_spares(iter(_dataset()))
+    functions["train"](iter(_ones_dataset()), tf.constant(1))
+    functions.trace_spares(iter(_ones_dataset()))
     old = functions["train"]
     block = threading.Event()
-    hanging = iter(_dataset(block))
+    hanging = iter(_ones_dataset(block))
     abandoned = threading.Thread(target=lambda: old(hanging, tf.constant(5)), daemon=True)
     abandoned.start()
     try:
@@ -79,7 +79,7 @@ def test_a_spare_runs_while_an_abandoned_call_of_the_old_function_hangs():
         result = {}
 
         def call_spare():
-            result["value"] = float(functions["train"](iter(_dataset()), tf.constant(4)))
+            result["value"] = float(functions["train"](iter(_ones_dataset()), tf.constant(4)))
             done.set()
 
         threading.Thread(target=call_spare, daemon=True).start()

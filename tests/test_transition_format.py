@@ -24,7 +24,7 @@ SEED = 1234
 
 
 @pytest.fixture(scope="module")
-def agent(env_specs, hparams):
+def seeded_agent(env_specs, hparams):
     tf.random.set_seed(7)
     return sac_update.make_agent(env_specs, hparams)
 
@@ -95,26 +95,26 @@ def _losses(agent, transition):
     return out
 
 
-def test_stock_conversion_is_what_sac_agent_does(agent, experience):
+def test_stock_conversion_is_what_sac_agent_does(seeded_agent, experience):
     stock, _ = experience
     ours = _stock_transition(stock)
-    theirs = data_converter.AsTransition(agent.data_context, squeeze_time_dim=True)(stock)
+    theirs = data_converter.AsTransition(seeded_agent.data_context, squeeze_time_dim=True)(stock)
     tf.nest.map_structure(np.testing.assert_array_equal, ours, theirs)
 
 
 @pytest.mark.parametrize("k", [1, 4, 8])
 def test_replay_items_give_the_same_sac_losses_as_2_step_trajectories(
-    agent, experience, env_specs, k
+    seeded_agent, experience, env_specs, k
 ):
     stock, rows = experience
-    expected = _losses(agent, _stock_transition(stock))
+    expected = _losses(seeded_agent, _stock_transition(stock))
     assert all(np.isfinite(v) for v in expected.values())
     # Seeding makes the sampled actions, hence the losses, repeatable.
-    assert _losses(agent, _stock_transition(stock)) == expected
+    assert _losses(seeded_agent, _stock_transition(stock)) == expected
 
     ours = _ours(env_specs, rows, k)
     assert ours.time_step.observation.shape == (BATCH,) + tuple(env_specs.observation.shape)
-    actual = _losses(agent, ours)
+    actual = _losses(seeded_agent, ours)
     for name in ("critic", "actor", "alpha"):
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-6, err_msg=name)
 
@@ -130,15 +130,15 @@ def test_replay_items_give_the_same_sac_losses_as_2_step_trajectories(
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_critic_loss_sees_a_misaligned_reward(agent, experience, env_specs):
+def test_critic_loss_sees_a_misaligned_reward(seeded_agent, experience, env_specs):
     """Control: the comparison above is sensitive to the reward the row carries."""
     stock, rows = experience
-    expected = _losses(agent, _stock_transition(stock))
+    expected = _losses(seeded_agent, _stock_transition(stock))
     layout = replay.row_layout(env_specs)
     fields = layout.unpack(rows)
     fields[replay.REWARD] = np.roll(fields[replay.REWARD], 1)
     shifted = layout.pack(*(fields[name] for name in replay.TRANSITION_FIELDS))
-    wrong = _losses(agent, _ours(env_specs, shifted, 4))
+    wrong = _losses(seeded_agent, _ours(env_specs, shifted, 4))
     assert not np.isclose(wrong["critic"], expected["critic"], rtol=1e-4)
     # The actor and alpha losses do not read rewards.
     np.testing.assert_allclose(wrong["actor"], expected["actor"], rtol=1e-6)

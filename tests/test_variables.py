@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import reverb
-from conftest import learner_config
+from conftest import learner_config, random_observations
 from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import time_step as ts
 
@@ -13,11 +13,6 @@ from sac_distributed.algorithm.sac import learner as sac_learner
 from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.replay import variables as variables_lib
 from sac_distributed.replay.variables import VariableContainer
-
-
-def _observations(env_specs, n, scale, seed):
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-scale, scale, (n,) + tuple(env_specs.observation.shape)).astype(np.float32)
 
 
 def _randomize(variables, scale, seed):
@@ -74,7 +69,7 @@ def test_learner_weights_round_trip_through_a_second_client(learner_on_server, e
     # The pulled weights drive the NumPy policy exactly like the learner's TF policy.
     policy = _numpy_policy(env_specs, snapshot.policy_weights)
     assert policy.has_weights
-    obs = _observations(env_specs, 32, scale=2.0, seed=4)
+    obs = random_observations(env_specs, 32, scale=2.0, seed=4)
     tf_greedy = greedy_policy.GreedyPolicy(loop.learner.agent.policy)
     expected_actions = tf_greedy.action(ts.restart(obs, batch_size=len(obs))).action.numpy()
     np.testing.assert_allclose(policy.action(obs, greedy=True), expected_actions, atol=1e-5)
@@ -158,7 +153,7 @@ def test_table_counts_without_a_server_is_a_deadline_error():
 def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_scale):
     variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=weight_scale, seed=11)
-    obs = _observations(env_specs, 64, scale=3.0, seed=12)
+    obs = random_observations(env_specs, 64, scale=3.0, seed=12)
     time_step = ts.restart(obs, batch_size=len(obs))
 
     expected = greedy_policy.GreedyPolicy(agent.policy).action(time_step).action.numpy()
@@ -175,7 +170,7 @@ def test_numpy_greedy_actions_equal_tf_greedy_policy(agent, env_specs, weight_sc
 def test_numpy_distribution_equals_tf_collect_policy_distribution(agent, env_specs):
     variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=0.5, seed=21)
-    obs = _observations(env_specs, 16, scale=2.0, seed=22)
+    obs = random_observations(env_specs, 16, scale=2.0, seed=22)
     time_step = ts.restart(obs, batch_size=len(obs))
 
     dist = agent.collect_policy.distribution(time_step).action.input_distribution
@@ -192,7 +187,7 @@ def test_stochastic_actions_stay_within_the_action_bounds(agent, env_specs, weig
     variables = sac_learner.policy_variables(agent)
     _randomize(variables, scale=weight_scale, seed=31)
     weights = [v.numpy() for v in variables]
-    obs = _observations(env_specs, 500, scale=5.0, seed=32)
+    obs = random_observations(env_specs, 500, scale=5.0, seed=32)
     spec = env_specs.action
 
     policy = _numpy_policy(env_specs, weights, seed=0)
