@@ -76,8 +76,11 @@ def test_the_learner_restores_and_trains_on_from_the_written_checkpoint(
     variables = learner.variables()
     assert variables.train_step == int(expected["train_step"]) == STEPS_WRITTEN
     assert len(variables.policy_weights) == len([k for k in expected.files if k[0] == "w"])
+    # CrossQ's acting weights are computed (BatchRenorm folded into the kernels), and
+    # float32 arithmetic may round differently on another CPU's SIMD units: equal to
+    # float32 rounding, where seed 1's fresh weights would differ by ~0.1.
     for i, weight in enumerate(variables.policy_weights):
-        np.testing.assert_array_equal(weight, expected[f"w{i}"])  # not seed 1's fresh weights
+        np.testing.assert_allclose(weight, expected[f"w{i}"], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(variables.normalization.mean, expected["mean"])
     np.testing.assert_array_equal(variables.normalization.std, expected["std"])
     assert variables.normalization.clip == float(expected["clip"])
