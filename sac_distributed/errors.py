@@ -38,7 +38,8 @@ class PortInUseError(OSError):
 
 
 class RunOwnedError(RuntimeError):
-    """Another learner owns this run (its root_dir lock or the server's lease)."""
+    """Another job holds what this one needs: the run (a learner's root_dir lock or
+    the server's lease), a replay shard (its server's lock) or an actor's task index."""
 
 
 class StoppedWhileWaitingError(Exception):

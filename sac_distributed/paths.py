@@ -58,6 +58,7 @@ COLLECT_DIR = "collect"
 ACTOR_DIR_PREFIX = "actor_"  # collect/actor_<task>
 EPISODES_FILE = "episodes.csv"  # collect/actor_<task>/episodes.csv
 EPISODES_HEADER = ("wall_time", "actor_env_steps", "episode_return", "episode_length")
+ACTOR_LOCK_FILE = "actor.lock"  # collect/actor_<task>/actor.lock: ActorSlot's flock
 SERVER_SUMMARY_DIR = "server"
 REPLAY_CHECKPOINT_DIR = "replay_checkpoints"
 REPLAY_WRITING_DIR = ".writing"  # the replay checkpoint being written
@@ -120,6 +121,11 @@ def actor_summary_dir(root_dir: str, task: int) -> str:
 def episodes_path(root_dir: str, task: int) -> str:
     """Where actor `task` logs each finished training episode."""
     return os.path.join(actor_summary_dir(root_dir, task), EPISODES_FILE)
+
+
+def actor_lock_path(root_dir: str, task: int) -> str:
+    """The flock that keeps task index `task` to one running actor."""
+    return os.path.join(actor_summary_dir(root_dir, task), ACTOR_LOCK_FILE)
 
 
 def actor_episode_files(root_dir: str) -> List[str]:

@@ -29,7 +29,8 @@ started again as a user would:
   checkpoint, and the run trains to the end; `docker compose wait` returns when
   the learner, evaluator and actors have exited. Checked from the volume and the
   daemon: the evaluations, a greedy SavedModel that stock TF-Agents loads, every
-  container's exit code, no published Reverb port.
+  container's exit code, no published Reverb port, and each actor replica's own
+  collect/actor_<task>/ (the replicas run one command and claim distinct tasks).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from test_compose import (
     command_argv,
     load_compose,
 )
+
+from sac_distributed import paths
 
 pytestmark = pytest.mark.slow
 
@@ -239,8 +242,10 @@ class Project:
         ps = self.compose("ps", "-a", "--format", "{{.Name}} {{.Status}}", check=False)
         tails = [f"--- docker compose ps -a:\n{ps.stdout}{ps.stderr}"]
         for service in (SERVER_SERVICE, *CLIENT_SERVICES, PUBLIC_SERVICE):
-            lines = self.logs(service).splitlines()[-TAIL_LINES:]
-            tails.append(f"--- {service}:\n" + "\n".join(lines))
+            lines = self.logs(service).splitlines()
+            # A job's one-line user error may lie far above its last lines.
+            errors = sorted({line for line in lines if "| error: " in line})
+            tails.append(f"--- {service}:\n" + "\n".join([*errors, *lines[-TAIL_LINES:]]))
         return "\n".join(tails)
 
     def containers(self) -> List[dict]:
@@ -399,6 +404,7 @@ def finished(project, stopped):
     seconds = time.monotonic() - start
     containers = project.containers()
     results = project.read("/data/eval/results.csv")
+    episodes = {task: project.read(f"/data/collect/actor_{task}/episodes.csv") for task in (0, 1)}
     policies = project.tmp / "root"
     policies.mkdir()
     project.compose("cp", f"{PUBLIC_SERVICE}:/data/policies", str(policies / "policies"))
@@ -417,6 +423,7 @@ def finished(project, stopped):
         listeners=listeners,
         stopped=stopped_containers,
         results=results,
+        episodes=episodes,
         root_dir=str(policies),
         server_log=project.logs(SERVER_SERVICE),
         learner_log=learner_log,
@@ -433,6 +440,15 @@ def test_clients_exit_0_and_wait_returns(finished):
         assert (c["State"]["Status"], c["State"]["ExitCode"]) == ("exited", 0), (
             f"{c['Name']}: {c['State']}\n{finished['project'].log_tails()}"
         )
+
+
+def test_each_actor_replica_writes_its_own_task_files(finished):
+    """Both replicas run one command; --claim_task gives them tasks 0 and 1, in both ups."""
+    header = ",".join(paths.EPISODES_HEADER)
+    for task, text in finished["episodes"].items():
+        lines = text.splitlines()
+        assert lines and lines[0] == header, f"actor_{task}: {text[-2000:]}"
+        assert lines.count(header) == 1 and len(lines) > 1, f"actor_{task}: {text[-2000:]}"
 
 
 def test_trains_to_the_end(finished):

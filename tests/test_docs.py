@@ -164,7 +164,7 @@ def test_every_public_class_and_function_is_in_the_api_reference(site):
 def test_a_documented_function_shows_its_docstring(site):
     """Not only a heading: the docstring's text is on the page."""
     text = _text(site / "reference" / "api" / "sac_distributed.errors" / "index.html")
-    assert "Another learner owns this run (its root_dir lock or the server's lease)." in text
+    assert "Another job holds what this one needs" in text
 
 
 _RAISE = re.compile(r"raise (?:errors\.|config_lib\.)?(\w+Error)\(\s*f?\"([^\"{\\]{15,})")

@@ -11,6 +11,13 @@ from sac_distributed.bin import _common
 from sac_distributed.runtime import StopSignal
 
 flags.DEFINE_integer("task", 0, "Index of this actor (logs, summaries, seeds).")
+flags.DEFINE_bool(
+    "claim_task",
+    False,
+    "Instead of --task, take the lowest index no running actor of this --root_dir "
+    "holds: for replicas that all run one command (docker compose --scale, a "
+    "Kubernetes Deployment).",
+)
 flags.DEFINE_integer("num_envs", 1, "Environments stepped together with one policy call.")
 flags.DEFINE_integer("variable_update_interval", 1000, "Actor steps between weight pulls.")
 flags.DEFINE_integer("max_env_steps", None, "Stop after this many env steps (default: never).")
@@ -25,6 +32,7 @@ def _config_from_flags() -> config_lib.ActorConfig:
         root_dir=_common.root_dir(),
         client=_common.client_config(),
         task=FLAGS.task,
+        claim_task=FLAGS.claim_task,
         num_envs=FLAGS.num_envs,
         variable_update_interval=FLAGS.variable_update_interval,
         max_env_steps=FLAGS.max_env_steps,

@@ -132,6 +132,9 @@ class ActorConfig:
     root_dir: str
     client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
     task: int = 0  # actor index, used for logs, summaries and seeds
+    # Take the lowest index no running actor of root_dir holds instead of `task`
+    # (replicas that all run one command: docker compose --scale, a Deployment).
+    claim_task: bool = False
     num_envs: int = 1  # environments stepped together with one batched policy call
     variable_update_interval: int = 1_000  # actor steps between weight pulls
     max_env_steps: Optional[int] = None  # stop after this many env steps (None: until done)
@@ -144,6 +147,11 @@ class ActorConfig:
         _require_env_name(self.env_name)
         parse_env_kwargs(self.env_kwargs)
         _require(self.task >= 0, f"task must be >= 0, got {self.task}.")
+        _require(
+            not (self.claim_task and self.task),
+            f"--claim_task picks the actor's index itself; leave --task={self.task} out, "
+            "or drop --claim_task.",
+        )
         _require_positive_int("num_envs", self.num_envs)
         _require_positive_int("variable_update_interval", self.variable_update_interval)
         if self.max_env_steps is not None:

@@ -18,6 +18,7 @@ from sac_distributed.envs import loader as env_loader
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.jobs import ownership
 from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
+from sac_distributed.jobs.actor_slot import ActorSlot
 from sac_distributed.jobs.evaluation import EvalLoop, EvalResult
 from sac_distributed.jobs.learner_loop import LearnerLoop, LearnerResult
 from sac_distributed.jobs.server import ServerLoop, ShardLock, make_server
@@ -89,8 +90,16 @@ def _with_reconnects(connection: Connection, call: Callable[[], T]) -> T:
 
 
 def run_actor(config: ActorConfig, should_stop: StopFn) -> ActorStats:
-    """Collects into the replay table until the learner is done or a stop."""
+    """Collects into the replay table until the learner is done or a stop.
+
+    Refuses to start while another actor runs as its task index (actor_slot.py).
+    """
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
+    with ActorSlot.take(config.root_dir, config.task, config.claim_task) as slot:
+        return _collect(dataclasses.replace(config, task=slot.task, claim_task=False), should_stop)
+
+
+def _collect(config: ActorConfig, should_stop: StopFn) -> ActorStats:
     seed = config.task_seed
     envs = [
         env_loader.load_job_env(config, None if seed is None else seed + i)

@@ -78,6 +78,10 @@ def job_commands(
     configs = job_definitions.make_run_configs(
         dataclasses.replace(launch, num_actors=1), REVERB_PORT, hosts=server_hosts
     )
+    # Replicas share the command and the volume, so each takes a free task index
+    # at start (jobs/actor_slot.py) instead of all writing task 0's files.
+    actor = dataclasses.replace(configs.actors[0], claim_task=True)
+    configs = dataclasses.replace(configs, actors=(actor,))
     preset = config_lib.hyperparams_for(launch.env_name)
     # An env without a preset derives some values from others (config.generic_defaults),
     # so each of its jobs gets every value spelled out.
