@@ -1,4 +1,5 @@
-"""Shared fixtures: a real in-process Reverb server, small SAC configs, helpers.
+"""Shared fixtures: a real in-process Reverb server, small SAC configs, a learner on it.
+The helpers they are built on (and that test files import) are support/training.py's.
 
 `import sac_distributed` must run before TensorFlow is imported (it selects
 Keras 2), and the CPU is split into two logical devices here, at import time,
@@ -26,88 +27,23 @@ from sac_distributed.algorithm import strategy as strategy_lib
 
 strategy_lib.use_logical_cpus(2)
 
-import time  # noqa: E402
-from typing import Callable, Dict, List, Optional  # noqa: E402
+from typing import Callable, Optional  # noqa: E402
 
-import numpy as np  # noqa: E402
-import portpicker  # noqa: E402
 import pytest  # noqa: E402
 import reverb  # noqa: E402
+from support.training import (  # noqa: E402
+    ENV_NAME,
+    learner_config,
+    pick_free_port,
+    random_transitions,
+    small_hparams,
+    wait_for_size,
+)
 
 from sac_distributed import config as config_lib  # noqa: E402
 from sac_distributed import replay  # noqa: E402
 from sac_distributed.envs import loader as env_loader  # noqa: E402
 from sac_distributed.runtime import Metrics  # noqa: E402
-
-ENV_NAME = "Pendulum-v1"
-
-# Small enough to train a few dozen steps in seconds on a busy 2-core CPU.
-SMALL_HPARAMS = dict(
-    initial_collect_steps=64,
-    replay_buffer_capacity=2_000,
-    batch_size=32,
-    actor_fc_layer_params=(16, 16),
-    critic_joint_fc_layer_params=(16, 16),
-    num_iterations=20,
-    policy_save_interval=20,
-    eval_interval=10,
-    num_eval_episodes=1,
-    samples_per_insert=0,  # MinSize: the tests control the data themselves
-)
-
-
-def small_hparams(**overrides) -> config_lib.Hyperparams:
-    return config_lib.hyperparams_for(ENV_NAME, {**SMALL_HPARAMS, **overrides})
-
-
-def pick_free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    return portpicker.pick_unused_port()
-
-
-def random_transitions(
-    specs, n: int, seed: int = 0, reward: Optional[float] = None
-) -> List[Dict[str, np.ndarray]]:
-    """`n` transitions in the env's bounds; row i has reward i (or `reward`)."""
-    rng = np.random.default_rng(seed)
-    obs_shape, act = tuple(specs.observation.shape), specs.action
-    low = np.broadcast_to(act.minimum, act.shape).astype(np.float32)
-    high = np.broadcast_to(act.maximum, act.shape).astype(np.float32)
-    return [
-        {
-            replay.OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
-            replay.ACTION: rng.uniform(low, high).astype(np.float32),
-            replay.REWARD: np.float32(i if reward is None else reward),
-            replay.DISCOUNT: np.float32(rng.choice([0.0, 1.0], p=[0.1, 0.9])),
-            replay.NEXT_OBSERVATION: rng.uniform(-1, 1, obs_shape).astype(np.float32),
-        }
-        for i in range(n)
-    ]
-
-
-def random_observations(specs, n: int, seed: int, scale: float = 1.0) -> np.ndarray:
-    """`n` float32 observations of the env's shape, uniform in [-scale, scale]."""
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-scale, scale, (n,) + tuple(specs.observation.shape)).astype(np.float32)
-
-
-def wait_for_size(client: reverb.Client, table: str, size: int, timeout_s: float = 600.0) -> int:
-    """Polls until `table` holds at least `size` items; fails after the deadline."""
-    end = time.monotonic() + timeout_s
-    current = None
-    while True:
-        try:
-            current = replay.table_info(client, table).current_size
-        except replay.TRANSIENT_ERRORS:  # a busy server answering late: ask again
-            pass
-        else:
-            if current >= size:
-                return current
-        if time.monotonic() > end:
-            raise AssertionError(
-                f"waited {timeout_s} s for {table} to hold {size} items; it holds {current}"
-            )
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -188,29 +124,6 @@ def write_replay(env_specs):
     return write
 
 
-def learner_config(
-    root_dir: str, address: str, hparams_overrides=None, **overrides
-) -> config_lib.LearnerConfig:
-    """A LearnerConfig with small nets that checkpoints and publishes every 10 steps."""
-    kwargs = dict(
-        env_name=ENV_NAME,
-        hparams=small_hparams(**(hparams_overrides or {})),
-        root_dir=root_dir,
-        client=config_lib.ClientConfig(
-            replay_buffer_server_address=address,
-            variable_container_server_address=address,
-            connect_timeout_s=10.0,
-        ),
-        strategy="default",
-        steps_per_call=10,
-        variable_push_interval=10,
-        checkpoint_interval=10,
-        summary_interval=10,
-    )
-    kwargs.update(overrides)
-    return config_lib.LearnerConfig(**kwargs)
-
-
 @pytest.fixture(scope="session")
 def new_learner(env_specs):
     """`new_learner(config, server, should_stop=None)` -> a LearnerLoop on `server`.
@@ -231,37 +144,6 @@ def new_learner(env_specs):
         return LearnerLoop(config, env_specs, strategy, connection, Metrics(None), should_stop)
 
     return build
-
-
-def assert_exported_policy_plays_the_evaluators_episodes(
-    server: reverb.Server, root_dir: str, specs, episodes: int, seed: int
-) -> None:
-    """The evaluator's path (the container's weights in NumPy) and sac-evaluate's
-    (the run's greedy SavedModel through TF-Agents) play the same seeded episodes to
-    the same returns, and the episodes differ from one another."""
-    from sac_distributed import paths
-    from sac_distributed.algorithm.policy import NumpyActorPolicy
-    from sac_distributed.jobs.evaluation import run_episodes
-    from sac_distributed.replay.variables import VariableContainer
-    from sac_distributed.tools import inspect_policy
-
-    snapshot = VariableContainer(server.localhost_client()).pull()
-    spec = specs.action
-    numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
-    numpy_policy.set_weights(snapshot.policy_weights, snapshot.normalization)
-    evaluator_returns, _ = run_episodes(env_loader.load_env(ENV_NAME, seed), numpy_policy, episodes)
-
-    report = inspect_policy.evaluate(
-        os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),
-        episodes,
-        env_name=ENV_NAME,
-        seed=seed,
-    )
-    exported_returns = np.asarray(report.stats.returns)
-    # Same start states, same deterministic actions up to float32 rounding.
-    np.testing.assert_allclose(exported_returns, evaluator_returns, rtol=1e-3, atol=1e-2)
-    # And the episodes differ from one another: the agreement is not trivial.
-    assert np.std(exported_returns) > 1.0, exported_returns
 
 
 # --- function-scoped conveniences ----------------------------------------------
@@ -315,7 +197,7 @@ def make_learner(new_learner, reverb_server):
 # --- the order in which `make test` hands files to its two workers -----------------
 
 # The longest test files, longest first (about how long each took in a whole
-# `make test` run, read with tests/cpu_profile.py; the order matters, not the numbers).
+# `make test` run, read with tests/support/cpu_profile.py; the order matters, not the numbers).
 # `make test` runs `--dist loadfile --no-loadscope-reorder`, which hands whole
 # files to its three workers in collection order: starting the long ones first and
 # leaving the short ones for the end keeps every worker busy until the last

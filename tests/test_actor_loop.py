@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import ENV_NAME, small_hparams
+from support.training import ENV_NAME, small_hparams
 from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib

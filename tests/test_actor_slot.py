@@ -5,8 +5,8 @@ import os
 import socket
 
 import pytest
-from conftest import ENV_NAME, pick_free_port, small_hparams
-from proc_utils import DEADLINE_S, error_lines, run
+from support.processes import DEADLINE_S, error_lines, run
+from support.training import ENV_NAME, pick_free_port, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, paths

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import reverb
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay

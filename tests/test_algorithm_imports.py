@@ -117,6 +117,17 @@ def test_the_check_fails_for_a_module_that_imports_reverb():
     assert "reverb is unimportable in this test" in result.stderr
 
 
+def test_the_crossq_learner_imports_no_reverb():
+    """The CrossQ learner and the registry import in a fresh interpreter in which
+    `reverb` is unimportable (test_crossq.py's own tests stay in one process)."""
+    code = (
+        "import sys; sys.modules['reverb'] = None; "
+        "import sac_distributed.algorithm.crossq.learner, sac_distributed.algorithm.registry"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 # Every module of sac_distributed/envs/, imported in a fresh interpreter: prints the
 # sac_distributed modules that came with them, and whether TensorFlow did when only
 # the package and `sources` (what a launcher checks a name with) were imported.

@@ -14,8 +14,9 @@ import sys
 import time
 
 import pytest
-from conftest import learner_config, small_hparams
-from proc_utils import error_lines
+from support.processes import DEADLINE_S, error_lines, run
+from support.repo import TESTS_DIR
+from support.training import learner_config, pick_free_port, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, replay
@@ -219,8 +220,6 @@ BINARY_TIMEOUT_S = 600  # against hangs only
 @pytest.fixture(scope="module")
 def binary_runs(tmp_path_factory):
     """Starts the three binaries at once; yields name -> (returncode, stderr, seconds)."""
-    from conftest import pick_free_port
-
     root = str(tmp_path_factory.mktemp("binaries"))
     replay_port, variable_port = pick_free_port(), pick_free_port()
     commands = {
@@ -310,6 +309,27 @@ def test_learner_binary_rejects_a_negative_seed(binary_runs):
 def test_launcher_checks_the_seed_before_starting_anything():
     with pytest.raises(config_lib.ConfigError, match=r"seed must be an integer"):
         config_lib.LaunchConfig(root_dir="/tmp/root", seed=-5)
+
+
+@pytest.mark.parametrize(
+    "flags,says",
+    [
+        (["--env_name=Pendelum-v1"], "Did you mean Pendulum-v1"),
+        (["--env_name=CartPole-v1"], "SAC needs continuous actions"),
+        (["--env_name=user_envs:make_dict_observations"], "FlattenObservation"),
+        (["--env_name=user_envs:make_counting", "--env_kwargs=[1]"], "not an object"),
+    ],
+)
+def test_sac_launch_refuses_a_bad_env_once_before_any_directory(tmp_path, flags, says):
+    """sac-launch, run from tests/ (where user_envs.py is), checks the env before it makes
+    anything: one `error:` line, exit 2, no root_dir."""
+    root = tmp_path / "run"
+    result = run("launch", f"--root_dir={root}", *flags, timeout_s=DEADLINE_S, cwd=TESTS_DIR)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+    assert not root.exists()
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("job", ["actor", "learner", "evaluator"])

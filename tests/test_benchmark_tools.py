@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from support.repo import BENCHMARKS_DIR
 
 from benchmarks import learning_report, probe
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_SCRIPTS = [
     "chaos.py",
     "compare.py",
@@ -21,7 +21,7 @@ ENTRY_SCRIPTS = [
     "peer_stock.py",
     "probe.py",
 ]
-SB3_PYTHON = os.path.join(REPO, "benchmarks", ".venv-sb3", "bin", "python")
+SB3_PYTHON = os.path.join(BENCHMARKS_DIR, ".venv-sb3", "bin", "python")
 
 
 def _run_python(*argv: str, python: str = sys.executable, timeout: int = 600):
@@ -32,12 +32,12 @@ def _run_python(*argv: str, python: str = sys.executable, timeout: int = 600):
 def test_the_entry_scripts_are_the_documented_eight():
     entries = sorted(
         f
-        for f in os.listdir(os.path.join(REPO, "benchmarks"))
+        for f in os.listdir(BENCHMARKS_DIR)
         if f.endswith(".py")
-        and 'if __name__ == "__main__":' in open(os.path.join(REPO, "benchmarks", f)).read()
+        and 'if __name__ == "__main__":' in open(os.path.join(BENCHMARKS_DIR, f)).read()
     )
     assert entries == ENTRY_SCRIPTS
-    with open(os.path.join(REPO, "benchmarks", "README.md")) as f:
+    with open(os.path.join(BENCHMARKS_DIR, "README.md")) as f:
         readme = f.read()
     for script in ENTRY_SCRIPTS:
         assert f"`{script}" in readme, script
@@ -45,7 +45,7 @@ def test_the_entry_scripts_are_the_documented_eight():
 
 @pytest.mark.parametrize("script", ENTRY_SCRIPTS)
 def test_each_entry_script_answers_help_when_run_as_a_file(script):
-    done = _run_python(os.path.join(REPO, "benchmarks", script), "--help")
+    done = _run_python(os.path.join(BENCHMARKS_DIR, script), "--help")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "usage:" in done.stdout
 
@@ -61,7 +61,7 @@ def test_every_probe_mode_answers_help(mode, capsys):
 @pytest.mark.skipif(not os.path.exists(SB3_PYTHON), reason="needs make bench-sb3")
 def test_the_sb3_side_of_update_parity_answers_help_under_the_sb3_virtualenv():
     done = _run_python(
-        os.path.join(REPO, "benchmarks", "probe.py"),
+        os.path.join(BENCHMARKS_DIR, "probe.py"),
         "update_parity_sb3",
         "--help",
         python=SB3_PYTHON,
@@ -89,7 +89,7 @@ def test_every_learning_report_command_answers_help(command, capsys):
 def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
     out = tmp_path / "pull.json"
     done = _run_python(
-        os.path.join(REPO, "benchmarks", "probe.py"),
+        os.path.join(BENCHMARKS_DIR, "probe.py"),
         "pull_cost",
         "--env_name=Pendulum-v1",
         "--calls=3",
@@ -105,7 +105,7 @@ def test_a_tiny_pull_cost_probe_times_a_real_server(tmp_path):
 
 
 def test_learning_report_checks_the_committed_tables_when_run_as_a_file():
-    done = _run_python(os.path.join(REPO, "benchmarks", "learning_report.py"), "tables", "--check")
+    done = _run_python(os.path.join(BENCHMARKS_DIR, "learning_report.py"), "tables", "--check")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -113,7 +113,7 @@ def test_learning_report_checks_the_committed_tables_when_run_as_a_file():
 def test_a_tiny_sb3_peer_run_writes_the_evaluators_format(tmp_path):
     out = tmp_path / "out"
     done = _run_python(
-        os.path.join(REPO, "benchmarks", "learning.py"),
+        os.path.join(BENCHMARKS_DIR, "learning.py"),
         "--envs=Pendulum-v1",
         "--systems=sb3",
         "--seeds=0",
@@ -138,7 +138,7 @@ def test_pixel_replay_probe_returns_the_frames_written_in_both_layouts(tmp_path)
     memory figures are measurements and go in benchmarks/results, not here."""
     out = tmp_path / "bytes.json"
     done = _run_python(
-        os.path.join(REPO, "benchmarks", "probe.py"),
+        os.path.join(BENCHMARKS_DIR, "probe.py"),
         "pixel_replay_bytes",
         "--size=16",
         "--transitions=240",

@@ -9,11 +9,12 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import DEADLINE_S
+from support.processes import DEADLINE_S
+from support.repo import BENCHMARKS_DIR
 
 pytestmark = pytest.mark.slow
 
-CHAOS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "chaos.py")
+CHAOS = os.path.join(BENCHMARKS_DIR, "chaos.py")
 # Long enough that the learner, back within a few seconds of a kill, is still training
 # when the last kill is due: 1000 steps finished before it once its reconnects got faster.
 NUM_ITERATIONS = 2000

@@ -6,7 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import learner_config
+from support.training import learner_config
 
 from sac_distributed import paths
 from sac_distributed.errors import CheckpointError

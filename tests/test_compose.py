@@ -1,12 +1,13 @@
 """Static checks of the Docker deployment in launch/ (no Docker engine needed).
 
 The compose file is parsed with PyYAML (a test extra), with Compose's
-`${VAR:-default}` interpolation resolved to the defaults. Every `sac-*`
-command line is then parsed by the real binary: its module is imported in a
-subprocess, `absl.flags.FLAGS(argv)` rejects unknown or malformed flags, and
-the module's `_config_from_flags()` validates the values (ConfigError). There
-is one subprocess, which imports TensorFlow once and forks a child per
-binary, so that every binary sees only its own flags.
+`${VAR:-default}` interpolation resolved to the defaults (support/launch_files.py,
+which the other launch-file tests read it with too). Every `sac-*` command line
+is then parsed by the real binary: its module is imported in a subprocess,
+`absl.flags.FLAGS(argv)` rejects unknown or malformed flags, and the module's
+`_config_from_flags()` validates the values (ConfigError). There is one
+subprocess, which imports TensorFlow once and forks a child per binary, so that
+every binary sees only its own flags.
 
 The checks are plain functions that raise AssertionError. The pytest tests
 run them on the real files, and the negative tests run them on broken copies
@@ -17,111 +18,30 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.metadata
-import json
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import pytest
-import yaml
+from support.launch_files import (
+    CLIENT_SERVICES,
+    COMPOSE_FILE,
+    DOCKERFILE,
+    PUBLIC_SERVICE,
+    REQUIRED_SERVICES,
+    SERVER_SERVICE,
+    console_scripts,
+    dockerfile_instructions,
+    interpolate,
+    load_compose,
+    parse_with_binaries,
+    parse_yaml,
+    sac_commands,
+    volume_mounts,
+)
+from support.repo import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-LAUNCH = REPO / "launch"
-COMPOSE_FILE = LAUNCH / "docker-compose.yml"
-DOCKERFILE = LAUNCH / "Dockerfile"
-
-REQUIRED_SERVICES = ("reverb_server", "actor", "learner", "evaluator", "tensorboard")
-SERVER_SERVICE = "reverb_server"
-CLIENT_SERVICES = ("actor", "learner", "evaluator")
-PUBLIC_SERVICE = "tensorboard"
-
-# --- compose loading -----------------------------------------------------------
-
-_BRACED = re.compile(r"\$(\$|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_DEFAULTED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(:?-)(.*)$", re.S)
-
-
-def interpolate(text: str) -> str:
-    """Compose interpolation with every variable unset: `${VAR:-default}` -> default.
-
-    A variable without a default would become "" (with only a warning from
-    Compose), so it fails here: the file must work without a .env file.
-    """
-
-    def substitute(match: re.Match) -> str:
-        if match.group(1) == "$":
-            return "$"
-        inner = match.group(2) if match.group(2) is not None else match.group(3)
-        defaulted = _DEFAULTED.match(inner)
-        assert defaulted, (
-            f"{match.group(0)!r} in the compose file has no default (${{VAR:-default}}); "
-            "it would be empty without a .env file."
-        )
-        return defaulted.group(3)
-
-    return _BRACED.sub(substitute, text)
-
-
-def _interpolate_tree(node):
-    if isinstance(node, str):
-        return interpolate(node)
-    if isinstance(node, list):
-        return [_interpolate_tree(v) for v in node]
-    if isinstance(node, dict):
-        return {k: _interpolate_tree(v) for k, v in node.items()}
-    return node
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, as Compose does (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            keys = [k.value for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
-            dupes = sorted({k for k in keys if keys.count(k) > 1})
-            assert not dupes, f"duplicate keys {dupes} {node.start_mark}"
-        return super().construct_mapping(node, deep)
-
-
-def parse_yaml(text: str):
-    # Resolves anchors, aliases and `<<` merge keys like Compose.
-    return yaml.load(text, Loader=_StrictLoader)
-
-
-def load_compose(path: Path = COMPOSE_FILE) -> dict:
-    raw = parse_yaml(path.read_text())
-    assert isinstance(raw, dict), f"{path} is not a YAML mapping."
-    return _interpolate_tree(raw)
-
-
-def command_argv(service: Mapping) -> List[str]:
-    command = service.get("command") or []
-    entrypoint = service.get("entrypoint")
-    assert entrypoint is None, "sac services must not override the image's entrypoint."
-    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
-    return argv
-
-
-def console_scripts() -> Dict[str, str]:
-    """sac-* console script -> module, from the installed package's entry points."""
-    dist = importlib.metadata.distribution("sac_distributed")
-    return {
-        ep.name: ep.value.split(":")[0] for ep in dist.entry_points if ep.group == "console_scripts"
-    }
-
-
-def sac_commands(compose: Mapping) -> Dict[str, List[str]]:
-    """service -> argv, for every service whose command is a sac-* script."""
-    return {
-        name: command_argv(service)
-        for name, service in compose["services"].items()
-        if command_argv(service) and command_argv(service)[0].startswith("sac-")
-    }
+# --- reading the services' networks and ports ------------------------------------
 
 
 def _service_networks(service: Mapping) -> List[str]:
@@ -138,26 +58,6 @@ def _is_internal(compose: Mapping, network: str) -> bool:
     return spec.get("internal") is True
 
 
-def _volume_mounts(service: Mapping) -> List[Tuple[str, str, bool]]:
-    """(source, target, read_only) of each named-volume mount."""
-    mounts = []
-    for volume in service.get("volumes") or []:
-        if isinstance(volume, str):
-            parts = volume.split(":")
-            if len(parts) < 2:
-                continue  # anonymous volume
-            source, target = parts[0], parts[1]
-            read_only = len(parts) > 2 and "ro" in parts[2].split(",")
-            kind = "bind" if source.startswith((".", "/", "~")) else "volume"
-        else:
-            kind = volume.get("type", "volume")
-            source, target = volume.get("source"), volume.get("target")
-            read_only = bool(volume.get("read_only"))
-        if kind == "volume" and source:
-            mounts.append((source, target, read_only))
-    return mounts
-
-
 def _published_container_ports(service: Mapping) -> List[int]:
     ports = []
     for port in service.get("ports") or []:
@@ -167,76 +67,6 @@ def _published_container_ports(service: Mapping) -> List[int]:
             ports.append(int(str(port).split("/")[0].rsplit(":", 1)[-1].split("-")[0]))
     return ports
 
-
-# --- running the real binaries' flag parsers ----------------------------------
-
-# One interpreter imports what every binary imports (TensorFlow via
-# sac_distributed.jobs, and the shared flags of sac_distributed.bin._common)
-# once, then forks a child per binary that imports only that binary's module.
-# Each child therefore has exactly the flags of the real `sac-*` process, so a
-# flag of another binary is rejected as unknown. The children run no
-# TensorFlow ops (absl parsing and dataclass validation only).
-_WORKER = r"""
-import dataclasses, importlib, json, os, sys, traceback
-from absl import flags
-from sac_distributed.bin import _common  # noqa: F401  (the shared flags)
-from sac_distributed.config import ConfigError
-
-FLAGS = flags.FLAGS
-shared = set(FLAGS)
-import sac_distributed.jobs  # noqa: E402,F401  (TensorFlow, TF-Agents, Reverb: slow)
-# TensorFlow defines a few flags of its own; sac_distributed must define none here.
-ours = {n: FLAGS.find_module_defining_flag(n) for n in set(FLAGS) - shared}
-ours = {n: m for n, m in ours.items() if str(m).startswith("sac_distributed")}
-assert not ours, f"imported before the fork, these flags would leak: {ours}"
-
-
-def parse_all(module_name, cases):
-    module = importlib.import_module(module_name)
-    results = []
-    for argv in cases:
-        FLAGS.unparse_flags()
-        result = {"ok": False, "stage": "flags", "error": None, "present": [], "config": None}
-        results.append(result)
-        try:
-            rest = FLAGS(argv)
-        except flags.Error as e:
-            result["error"] = f"{type(e).__name__}: {e}"
-            continue
-        if rest[1:]:
-            result["error"] = f"unexpected positional arguments {rest[1:]}"
-            continue
-        result["present"] = sorted(name for name in FLAGS if FLAGS[name].present)
-        result["stage"] = "config"
-        try:
-            config = module._config_from_flags()
-        except ConfigError as e:
-            result["error"] = f"ConfigError: {e}"
-            continue
-        result.update(ok=True, stage=None, config=dataclasses.asdict(config))
-    return results
-
-
-out = {}
-for module_name, cases in json.loads(sys.argv[1]).items():
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: one binary
-        os.close(read_fd)
-        try:
-            payload = {"results": parse_all(module_name, cases)}
-        except BaseException:
-            payload = {"crash": traceback.format_exc()}
-        with os.fdopen(write_fd, "w") as f:
-            json.dump(payload, f, default=str)
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        payload = json.load(f)
-    os.waitpid(pid, 0)
-    out[module_name] = payload
-print("RESULTS=" + json.dumps(out))
-"""
 
 # Appended to a minimal valid command line (script --root_dir=/data); the binary
 # must reject each of them. They show that the harness catches both kinds of
@@ -251,33 +81,6 @@ FOREIGN_FLAGS = {"sac_distributed.bin.actor": "--port=8008"}  # default: --task=
 
 def _control_flag(module: str, flag: str) -> str:
     return FOREIGN_FLAGS.get(module, "--task=0") if flag == "<foreign>" else flag
-
-
-def parse_with_binaries(cases: Mapping[str, List[List[str]]]) -> Dict[str, List[dict]]:
-    """module -> one worker result per argv (see _WORKER)."""
-    env = dict(
-        os.environ,
-        TF_USE_LEGACY_KERAS="1",
-        TF_CPP_MIN_LOG_LEVEL="3",
-        CUDA_VISIBLE_DEVICES="",
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", _WORKER, json.dumps(dict(cases))],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS=")]
-    assert proc.returncode == 0 and lines, f"flag-parsing worker failed:\n{proc.stderr[-3000:]}"
-    payloads = json.loads(lines[-1][len("RESULTS=") :])
-    results = {}
-    for module, payload in payloads.items():
-        assert "results" in payload, f"importing {module} failed:\n{payload.get('crash')}"
-        results[module] = payload["results"]
-    return results
 
 
 @dataclasses.dataclass
@@ -408,14 +211,14 @@ def check_root_dir_on_shared_volume(compose: Mapping, parsed: Parsed) -> None:
         root_dir = _config(parsed, service)["root_dir"]
         mounts = [
             (src, target)
-            for src, target, read_only in _volume_mounts(compose["services"][service])
+            for src, target, read_only in volume_mounts(compose["services"][service])
             if not read_only and (root_dir + "/").startswith(target.rstrip("/") + "/")
         ]
         assert mounts, f"{service} --root_dir={root_dir} is not on a writable named volume."
         sources.add(mounts[0][0])
     assert len(sources) == 1, f"sac jobs write to different volumes {sorted(sources)}."
     assert sources <= declared, f"volume {sources} is not declared under top-level volumes."
-    board = _volume_mounts(compose["services"][PUBLIC_SERVICE])
+    board = volume_mounts(compose["services"][PUBLIC_SERVICE])
     assert any(src in sources for src, _, _ in board), "tensorboard does not mount the volume."
 
 
@@ -425,18 +228,6 @@ def check_same_env_name(parsed: Parsed) -> None:
         assert "env_name" in result["present"], f"{service} does not pass --env_name."
     names = {s: _config(parsed, s)["env_name"] for s in parsed.by_service}
     assert len(set(names.values())) == 1, f"jobs disagree on --env_name: {names}."
-
-
-def dockerfile_instructions(text: str) -> List[Tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuations joined and comments dropped."""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-    joined = re.sub(r"\\\n", " ", "\n".join(lines))
-    out = []
-    for line in joined.splitlines():
-        if line.strip():
-            keyword, _, args = line.strip().partition(" ")
-            out.append((keyword.upper(), args.strip()))
-    return out
 
 
 def dockerfile_base(instructions: List[Tuple[str, str]]) -> Optional[str]:
@@ -452,7 +243,7 @@ def dockerfile_base(instructions: List[Tuple[str, str]]) -> Optional[str]:
     return re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), bases[-1])
 
 
-def check_dockerfile(text: str, context: Path = REPO) -> None:
+def check_dockerfile(text: str, context: Path = Path(REPO)) -> None:
     instructions = dockerfile_instructions(text)
     base = dockerfile_base(instructions)
     assert base and re.match(r"python:3\.11(-|$)", base), (
@@ -481,7 +272,9 @@ def check_compose_builds_dockerfile(compose: Mapping) -> None:
         build = compose["services"][name].get("build")
         assert isinstance(build, dict), f"{name} has no build section."
         context = (COMPOSE_FILE.parent / build["context"]).resolve()
-        assert context == REPO, f"{name} builds with context {context}, not the repo root."
+        assert context == Path(REPO).resolve(), (
+            f"{name} builds with context {context}, not the repo root."
+        )
         assert (context / build["dockerfile"]).resolve() == DOCKERFILE, (
             f"{name} builds {build['dockerfile']}, not launch/Dockerfile."
         )

@@ -30,9 +30,6 @@ import dataclasses
 import json
 import os
 import re
-import shlex
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -41,47 +38,35 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import portpicker
 import pytest
-from proc_utils import actor_collecting, kill_all, read, stop, wait_for_log
-from test_compose import (
+from support.compose_run import (
+    BUDGET_FLAGS,
+    JOBS_DEADLINE_S,
+    NUM_ITERATIONS,
+    SERVER_READY_S,
+    Proc,
+    Procs,
+    dockerfile_env,
+    executable,
+    run_healthcheck,
+    wait_for_exit,
+)
+from support.launch_files import (
     CLIENT_SERVICES,
     DOCKERFILE,
     PUBLIC_SERVICE,
     SERVER_SERVICE,
-    _volume_mounts,
     command_argv,
-    dockerfile_instructions,
     load_compose,
     sac_commands,
+    volume_mounts,
 )
+from support.processes import actor_collecting, read, stop, wait_for_log
 
 pytestmark = pytest.mark.slow
 
-NUM_ITERATIONS = 200
-EVAL_INTERVAL = 100
-# Appended to every sac-* command; hyperparameters must be the same for all jobs.
-BUDGET_FLAGS = (
-    f"--num_iterations={NUM_ITERATIONS}",
-    "--initial_collect_steps=200",
-    # Tiny nets and batches: the run proves the commands work, not that SAC learns.
-    "--batch_size=32",
-    "--actor_fc_layer_params=16,16",
-    "--critic_joint_fc_layer_params=16,16",
-    # The preset's 128 at batch 32 admits ~50 transitions over the whole run; 2 admits
-    # ~3200, so every actor replica is sure of a share (a test asserts each wrote).
-    "--samples_per_insert=2",
-    f"--eval_interval={EVAL_INTERVAL}",
-    "--num_eval_episodes=1",
-    # The tests read only the final export: one export, at the last step.
-    f"--policy_save_interval={NUM_ITERATIONS}",
-)
-SERVER_READY_S = 600.0
-JOBS_DEADLINE_S = 900.0
 TENSORBOARD_DEADLINE_S = 600.0
-HEALTHCHECK_TIMEOUT_S = 120.0
-TAIL_CHARS = 3000
 # Event-file directories of the learner, the evaluator and the actors (all --task=0).
 EXPECTED_RUNS = ("train", "eval", "collect/actor_0")
-BIN_DIR = Path(sys.executable).parent
 
 
 # --- rewriting the compose commands for localhost -------------------------------
@@ -102,15 +87,6 @@ def flag_value(argv: List[str], name: str) -> Optional[str]:
     return values[-1] if values else None
 
 
-def executable(name: str) -> str:
-    """The program of that name installed next to this interpreter (the venv's bin)."""
-    path = BIN_DIR / name
-    assert path.is_file() and os.access(path, os.X_OK), (
-        f"{name!r} from the compose file is not installed in {BIN_DIR}."
-    )
-    return str(path)
-
-
 def _rewrite_value(value: str, host: LocalHost, mounts: Mapping[str, Path]) -> str:
     for service, port in host.container_ports.items():
         value = value.replace(f"{service}:{port}", f"localhost:{host.local_ports[service]}")
@@ -123,7 +99,7 @@ def _rewrite_value(value: str, host: LocalHost, mounts: Mapping[str, Path]) -> s
 def local_argv(service_name: str, service: Mapping, host: LocalHost) -> List[str]:
     """The service's command with Docker's names, ports and volumes made local."""
     argv = command_argv(service)
-    mounts = {target: host.volumes[source] for source, target, _ in _volume_mounts(service)}
+    mounts = {target: host.volumes[source] for source, target, _ in volume_mounts(service)}
     out = [executable(argv[0])]
     for arg in argv[1:]:
         name, eq, value = arg.partition("=")
@@ -154,20 +130,6 @@ def healthcheck_argv(service: Mapping, container_port: int, local_port: int) -> 
     return [executable(parts[0]), *parts[1:]]
 
 
-def dockerfile_env(text: str) -> Dict[str, str]:
-    """The image's ENV settings (`ENV K=V ...` and the legacy `ENV K V`)."""
-    env: Dict[str, str] = {}
-    for keyword, args in dockerfile_instructions(text):
-        if keyword != "ENV":
-            continue
-        words = shlex.split(args)
-        if words and "=" not in words[0]:
-            env[words[0]] = " ".join(words[1:])
-        else:
-            env.update(word.split("=", 1) for word in words)
-    return env
-
-
 def service_env(service: Mapping, image_env: Mapping[str, str]) -> Dict[str, str]:
     """This process's environment plus the image's ENV and the service's `environment`."""
     env = {**os.environ, **image_env, "CUDA_VISIBLE_DEVICES": ""}
@@ -176,88 +138,6 @@ def service_env(service: Mapping, image_env: Mapping[str, str]) -> Dict[str, str
         given = dict(item.split("=", 1) for item in given)
     env.update({k: str(v) for k, v in given.items() if v is not None})
     return env
-
-
-# --- processes ----------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Proc:
-    name: str
-    argv: List[str]
-    log: Path
-    popen: subprocess.Popen
-
-    def tail(self) -> str:
-        state = "running" if self.popen.poll() is None else f"exit {self.popen.returncode}"
-        header = f"--- {self.name} ({state}): {shlex.join(self.argv)}"
-        return f"{header}\n{read(str(self.log))[-TAIL_CHARS:]}"
-
-
-class Procs:
-    """Every process the test starts, killed at teardown if still running."""
-
-    def __init__(self, log_dir: Path, cwd: Path):
-        self.log_dir = log_dir
-        self.cwd = cwd
-        self.running: Dict[str, Proc] = {}
-
-    def start(self, name: str, argv: List[str], env: Mapping[str, str]) -> Proc:
-        log_path = self.log_dir / f"{name}.log"
-        with open(log_path, "ab") as log:
-            popen = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.cwd,
-                env=dict(env),
-            )
-        popen.log_path = str(log_path)  # proc_utils.wait_for_log shows it on failure
-        proc = Proc(name, argv, log_path, popen)
-        self.running[name] = proc
-        return proc
-
-    def kill_all(self) -> None:
-        kill_all({name: proc.popen for name, proc in self.running.items()})
-
-
-def wait_for_exit(procs: List[Proc], deadline_s: float, watch: Proc) -> Dict[str, int]:
-    """Polls until every process exited 0; fails with log tails on the first failure.
-
-    A job that exits non-zero, or `watch` (the server) exiting at all, fails
-    at once, so the others do not run into the deadline.
-    """
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        failed = [p for p in procs if p.popen.poll() not in (None, 0)]
-        if watch.popen.poll() is not None:
-            failed.append(watch)
-        if failed:
-            codes = {p.name: p.popen.returncode for p in failed}
-            pytest.fail(f"{codes} exited:\n" + "\n".join(p.tail() for p in failed))
-        if all(p.popen.poll() == 0 for p in procs):
-            return {p.name: p.popen.returncode for p in procs}
-        time.sleep(0.2)
-    late = [p for p in procs if p.popen.poll() is None]
-    pytest.fail(
-        f"{[p.name for p in late]} still running after {deadline_s:.0f} s:\n"
-        + "\n".join(p.tail() for p in late)
-    )
-
-
-def run_healthcheck(argv: List[str], env: Mapping[str, str], cwd: Path) -> Tuple[int, str]:
-    """(exit code, output) of one healthcheck probe."""
-    result = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=HEALTHCHECK_TIMEOUT_S,
-    )
-    return result.returncode, result.stdout + result.stderr
 
 
 def http_json(url: str, timeout_s: float = 5.0):
@@ -324,7 +204,7 @@ def compose_run(tmp_path_factory):
         port = flag_value(command_argv(services[name]), "port")
         assert port is not None, f"{name} has no --port= in its command."
         container_ports[name] = int(port)
-    volume_names = {src for s in services.values() for src, _, _ in _volume_mounts(s)}
+    volume_names = {src for s in services.values() for src, _, _ in volume_mounts(s)}
     host = LocalHost(
         container_ports=container_ports,
         local_ports={name: portpicker.pick_unused_port() for name in port_owners},

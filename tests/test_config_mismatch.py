@@ -4,8 +4,8 @@ learner binary, before it connects or writes anything."""
 import os
 
 import pytest
-from conftest import learner_config, small_hparams
-from proc_utils import DEADLINE_S, run
+from support.processes import DEADLINE_S, run
+from support.training import learner_config, small_hparams
 
 from sac_distributed import jobs, paths
 

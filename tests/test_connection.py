@@ -129,7 +129,7 @@ def test_a_job_started_while_its_server_restarts_checks_the_tables_on_the_new_on
 ):
     """Chaos found an actor that exited 1 ("Socket closed") when its server was killed
     between its connect and its table check; the check now waits for the server again."""
-    from conftest import ENV_NAME, small_hparams
+    from support.training import ENV_NAME, small_hparams
 
     from sac_distributed import jobs
     from sac_distributed.jobs.server import make_server

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed.algorithm.sac import networks as sac_networks
 from sac_distributed.algorithm.sac import update as sac_update

@@ -4,60 +4,19 @@ Tiny networks on Pendulum-v1's specs and constant batches; no Reverb server
 (tests/test_crossq_run.py runs it as the learner job does).
 """
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
-from tf_agents.trajectories import policy_step, trajectory
-from tf_agents.trajectories import time_step as ts
+from support.training import batches, crossq_hparams, make_batch, new_crossq_learner, small_hparams
 
 from sac_distributed import config as config_lib
-from sac_distributed.algorithm import registry
 from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.algorithm.crossq import config as crossq_config
 from sac_distributed.algorithm.crossq import networks as crossq_networks
-from sac_distributed.algorithm.crossq.learner import CrossQLearner
 from sac_distributed.algorithm.policy import NumpyActorPolicy
 from sac_distributed.algorithm.sac.learner import SacLearner
 from sac_distributed.errors import CheckpointError, ConfigError
 from sac_distributed.replay.signatures import POLICY_VARIABLES, variable_signature
-
-BATCH = 32
-
-
-def crossq_hparams(**overrides) -> config_lib.Hyperparams:
-    return small_hparams(algorithm="crossq", **overrides)
-
-
-def make_batch(env_specs, seed: int = 0) -> trajectory.Transition:
-    """A Transition batch of random observations, actions and rewards."""
-    rng = np.random.default_rng(seed)
-    obs_size = int(env_specs.observation.shape.num_elements())
-    act = env_specs.action
-    obs, next_obs = (
-        tf.constant(rng.uniform(-1, 1, (BATCH, obs_size)).astype(np.float32)) for _ in range(2)
-    )
-    actions = rng.uniform(act.minimum, act.maximum, (BATCH,) + tuple(act.shape))
-    zeros, ones = tf.zeros([BATCH]), tf.ones([BATCH])
-    mid = tf.fill([BATCH], ts.StepType.MID)
-    return trajectory.Transition(
-        ts.TimeStep(mid, zeros, ones, obs),
-        policy_step.PolicyStep(tf.constant(actions.astype(np.float32)), (), ()),
-        ts.TimeStep(mid, tf.constant(rng.normal(size=BATCH).astype(np.float32)), ones, next_obs),
-    )
-
-
-def batches(env_specs, seed: int = 0):
-    return iter(tf.data.Dataset.from_tensors(make_batch(env_specs, seed)).repeat())
-
-
-def new_crossq_learner(env_specs, root_dir, seed=0, **overrides) -> CrossQLearner:
-    strategy = strategy_lib.make_strategy("default")
-    return registry.make_learner(env_specs, crossq_hparams(**overrides), strategy, root_dir, seed)
-
 
 # --- configuration ----------------------------------------------------------------
 
@@ -306,15 +265,6 @@ def test_a_sac_checkpoint_is_refused_by_name(env_specs, root_dir):
     assert sac.save_checkpoint()
     with pytest.raises(CheckpointError, match="written by the SAC learner"):
         new_crossq_learner(env_specs, root_dir)
-
-
-def test_the_crossq_learner_imports_no_reverb():
-    code = (
-        "import sys; sys.modules['reverb'] = None; "
-        "import sac_distributed.algorithm.crossq.learner, sac_distributed.algorithm.registry"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_the_actor_takes_a_batch_of_any_outer_rank(env_specs):

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_crossq import batches, crossq_hparams, make_batch, new_crossq_learner
+from support.training import batches, crossq_hparams, make_batch, new_crossq_learner
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, run_info

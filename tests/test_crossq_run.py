@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import (
+from support.training import (
     ENV_NAME,
     assert_exported_policy_plays_the_evaluators_episodes,
     learner_config,

@@ -50,17 +50,17 @@ from typing import Dict, List, Mapping, Optional
 import portpicker
 import pytest
 import yaml
-from proc_utils import DEADLINE_S, assert_greedy_policy_acts
-from test_compose import (
+from support.launch_files import (
     CLIENT_SERVICES,
     COMPOSE_FILE,
     LAUNCH,
     PUBLIC_SERVICE,
-    REPO,
     SERVER_SERVICE,
     command_argv,
     load_compose,
 )
+from support.processes import DEADLINE_S, assert_greedy_policy_acts
+from support.repo import REPO
 
 from sac_distributed import paths
 

@@ -16,11 +16,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from proc_utils import DEADLINE_S, setup_py_console_scripts
+from support.processes import DEADLINE_S, setup_py_console_scripts
+from support.repo import PACKAGE_DIR, REPO
 
 pytestmark = pytest.mark.slow
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGE_DIR = os.path.join(REPO, "sac_distributed")
 
 
 @pytest.fixture(scope="module")

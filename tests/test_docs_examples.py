@@ -24,11 +24,10 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import DEADLINE_S
+from support.processes import DEADLINE_S
+from support.repo import DOCS_DIR, EXAMPLES_DIR
 
 pytestmark = pytest.mark.slow
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = os.path.join(REPO, "docs")
 RUNNABLE_PAGES = ("getting-started.md", "own-env.md")
 TINY_ITERATIONS = 200
 
@@ -40,14 +39,14 @@ _BLOCK = re.compile(
 
 
 def runnable_blocks(page: str):
-    with open(os.path.join(DOCS, page), encoding="utf-8") as f:
+    with open(os.path.join(DOCS_DIR, page), encoding="utf-8") as f:
         text = f.read()
     return [(m.group("lang"), m.group("body")) for m in _BLOCK.finditer(text)]
 
 
 def _all_runnable():
     found = []
-    for page in sorted(os.listdir(DOCS)):
+    for page in sorted(os.listdir(DOCS_DIR)):
         if page.endswith(".md"):
             found += [(page, i, body) for i, (_, body) in enumerate(runnable_blocks(page))]
     return found
@@ -67,7 +66,7 @@ def test_every_page_that_should_have_runnable_blocks_has_them():
 )
 def test_runnable_block_runs(page, index, body, tmp_path):
     shutil.copytree(
-        os.path.join(REPO, "examples"),
+        EXAMPLES_DIR,
         tmp_path / "examples",
         ignore=shutil.ignore_patterns("sac_runs", "runs", "__pycache__"),
     )

@@ -2,21 +2,17 @@
 semantics, and the refusals of envs SAC cannot train."""
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from proc_utils import DEADLINE_S
+from support.repo import TESTS_DIR
 
 from sac_distributed import config as config_lib
 from sac_distributed import run_info
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, EnvError
-
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
 
 # --- which loader a name picks -------------------------------------------------------
 
@@ -209,35 +205,6 @@ def test_recorded_module_dir_lets_another_folder_load_the_env(tmp_path, monkeypa
         "user_envs:make_counting", env_sources.recorded_module_dirs(str(tmp_path))
     )
     assert source.module_dir == TESTS_DIR
-
-
-# --- the launcher refuses before anything exists -------------------------------------
-
-
-@pytest.mark.parametrize(
-    "flags,says",
-    [
-        (["--env_name=Pendelum-v1"], "Did you mean Pendulum-v1"),
-        (["--env_name=CartPole-v1"], "SAC needs continuous actions"),
-        (["--env_name=user_envs:make_dict_observations"], "FlattenObservation"),
-        (["--env_name=user_envs:make_counting", "--env_kwargs=[1]"], "not an object"),
-    ],
-)
-def test_sac_launch_refuses_a_bad_env_once_before_any_directory(tmp_path, flags, says):
-    root = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "sac_distributed.bin.launch", f"--root_dir={root}", *flags],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        cwd=TESTS_DIR,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 2, result.stderr[-3000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
-    assert not root.exists()
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_env_kwargs_bind_a_run_as_json_values():

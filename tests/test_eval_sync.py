@@ -5,8 +5,8 @@ import sys
 import time
 
 import pytest
-from conftest import ENV_NAME
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS
+from support.processes import DEADLINE_S, TINY_RUN_FLAGS
+from support.training import ENV_NAME
 
 from sac_distributed import paths
 from sac_distributed.jobs import eval_wait as eval_wait_lib

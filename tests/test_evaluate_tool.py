@@ -9,9 +9,9 @@ import subprocess
 import imageio
 import imageio.v3 as iio
 import numpy as np
-import proc_utils
 import pytest
-from conftest import ENV_NAME, learner_config
+from support import processes
+from support.training import ENV_NAME, learner_config
 from tf_agents.policies import random_py_policy
 
 from sac_distributed import jobs
@@ -53,7 +53,7 @@ def exported(new_server, write_replay, tmp_path_factory):
 
 
 def _evaluate_cli(*flags, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    return proc_utils.run("evaluate", *flags, timeout_s=timeout_s)
+    return processes.run("evaluate", *flags, timeout_s=timeout_s)
 
 
 def _stats(stdout: str) -> tuple:

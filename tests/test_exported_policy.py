@@ -11,7 +11,11 @@ import os
 
 import numpy as np
 import pytest
-from conftest import ENV_NAME, assert_exported_policy_plays_the_evaluators_episodes, learner_config
+from support.training import (
+    ENV_NAME,
+    assert_exported_policy_plays_the_evaluators_episodes,
+    learner_config,
+)
 
 from sac_distributed import paths
 from sac_distributed.envs import loader as env_loader

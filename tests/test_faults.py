@@ -3,7 +3,7 @@
 import logging
 
 import numpy as np
-from conftest import small_hparams
+from support.training import small_hparams
 from tf_agents.environments import wrappers
 
 from sac_distributed import config as config_lib

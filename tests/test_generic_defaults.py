@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import DEADLINE_S
+from support.processes import DEADLINE_S
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths

@@ -13,8 +13,8 @@ import socket
 
 import pytest
 import reverb
-from conftest import ENV_NAME, learner_config, small_hparams
-from proc_utils import DEADLINE_S, error_lines, run
+from support.processes import DEADLINE_S, error_lines, run
+from support.training import ENV_NAME, learner_config, small_hparams
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import setup_py_console_scripts
+from support.processes import setup_py_console_scripts
 
 from sac_distributed.bin import _common, _run_flags
 

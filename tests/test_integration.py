@@ -12,7 +12,7 @@ import numpy as np
 import portpicker
 import pytest
 import reverb
-from proc_utils import actor_collecting, kill_all, read, start, stop, wait_all, wait_for_log
+from support.processes import actor_collecting, kill_all, read, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay

@@ -1,16 +1,16 @@
 """job_definitions: every job's flags are written from its typed config and give it back.
 
 The round trip runs each definition through the real binary's flag parser and
-`_config_from_flags()` (test_compose's worker: one subprocess, one fork per
-binary), so a config field without a matching flag, or a value the flag reads
-differently, fails here rather than in a launched run.
+`_config_from_flags()` (support/launch_files.py's worker, as in test_compose: one
+subprocess, one fork per binary), so a config field without a matching flag, or a
+value the flag reads differently, fails here rather than in a launched run.
 """
 
 import dataclasses
 import json
 
 import pytest
-from test_compose import parse_with_binaries
+from support.launch_files import parse_with_binaries
 
 from sac_distributed import config as config_lib
 from sac_distributed.errors import ConfigError

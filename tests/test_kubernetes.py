@@ -25,22 +25,30 @@ import copy
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Dict, List
 
 import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate import utils as k8s_schemas
-from test_compose import COMPOSE_FILE, console_scripts, parse_with_binaries, parse_yaml
+from support.launch_files import (
+    COMPOSE_FILE,
+    CPU_OVERLAY,
+    K8S_DIR,
+    KustomizeLite,
+    by_kind_name,
+    console_scripts,
+    container,
+    parse_with_binaries,
+    parse_yaml,
+    pod_template,
+)
+from support.repo import REPO
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths
 from sac_distributed.launchers import job_definitions, manifests
 
-REPO = Path(__file__).resolve().parents[1]
-K8S_DIR = REPO / "launch" / "kubernetes"
-CPU_OVERLAY = REPO / "launch" / "kubernetes-cpu"
 SCHEMA_VERSIONS = sorted(
     set(k8s_schemas.all_versions()), key=lambda v: tuple(map(int, v.split(".")))
 )
@@ -74,21 +82,6 @@ def render_cli(*flags: str) -> subprocess.CompletedProcess:
 
 def objects(files: Dict[str, List[dict]]) -> List[dict]:
     return [doc for docs in files.values() for doc in docs]
-
-
-def by_kind_name(docs: List[dict]) -> Dict[tuple, dict]:
-    keyed = {(d["kind"], d["metadata"]["name"]): d for d in docs}
-    assert len(keyed) == len(docs), "two objects share a kind and a name"
-    return keyed
-
-
-def pod_template(doc: dict) -> dict:
-    return doc["spec"]["template"]
-
-
-def container(doc: dict) -> dict:
-    (only,) = pod_template(doc)["spec"]["containers"]
-    return only
 
 
 # launch/kubernetes/ is the default run with a GPU learner (launch/kubernetes-cpu/ drops it).
@@ -249,61 +242,6 @@ def test_schema_validation_can_fail(workloads):
 
 
 # --- kustomize ------------------------------------------------------------------
-
-
-class KustomizeLite:
-    """The kustomize features launch/ uses: resources (files, directories),
-    `replicas`, and JSON 6902 `patches` with a kind/name target. Anything else
-    fails, so an overlay that grows a feature gets a test that covers it."""
-
-    KEYS = {"apiVersion", "kind", "resources", "replicas", "patches"}
-
-    def build(self, directory: Path) -> List[dict]:
-        spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
-        unknown = set(spec) - self.KEYS
-        assert not unknown, f"{directory}: kustomization features {unknown} are not checked here"
-        docs: List[dict] = []
-        for resource in spec.get("resources", []):
-            path = (directory / resource).resolve()
-            assert path.exists(), f"{directory}: resource {resource} does not exist"
-            if path.is_dir():
-                docs += self.build(path)
-            else:
-                docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-        for entry in spec.get("replicas", []):
-            matches = [d for d in docs if d["metadata"]["name"] == entry["name"]]
-            assert matches, f"{directory}: replicas for unknown {entry['name']}"
-            for doc in matches:
-                doc["spec"]["replicas"] = entry["count"]
-        for patch in spec.get("patches", []):
-            target = patch["target"]
-            matches = [
-                d
-                for d in docs
-                if d["kind"] == target["kind"] and d["metadata"]["name"] == target["name"]
-            ]
-            assert matches, f"{directory}: patch target {target} matches nothing"
-            for doc in matches:
-                for op in yaml.safe_load(patch["patch"]):
-                    self.apply(doc, op)
-        return docs
-
-    @staticmethod
-    def apply(doc: dict, op: dict) -> None:
-        *parents, last = [
-            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
-        ]
-        node = doc
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        if op["op"] == "remove":
-            assert last in node, f"remove {op['path']}: nothing there"
-            del node[last]
-        elif op["op"] in ("add", "replace"):
-            assert op["op"] == "add" or last in node, f"replace {op['path']}: nothing there"
-            node[last] = op["value"]
-        else:
-            raise AssertionError(f"JSON patch op {op['op']} is not supported here")
 
 
 def cpu_overlay_expected() -> List[dict]:

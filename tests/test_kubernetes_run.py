@@ -38,21 +38,16 @@ from typing import Dict, List
 
 import portpicker
 import pytest
-from proc_utils import read, stop, wait_for_log
-from test_compose import DOCKERFILE
-from test_compose_run import (
-    BUDGET_FLAGS,
-    JOBS_DEADLINE_S,
-    NUM_ITERATIONS,
-    SERVER_READY_S,
-    Proc,
-    Procs,
-    dockerfile_env,
-    executable,
-    run_healthcheck,
-    wait_for_exit,
+from support import compose_run
+from support.launch_files import (
+    DOCKERFILE,
+    K8S_DIR,
+    KustomizeLite,
+    by_kind_name,
+    container,
+    pod_template,
 )
-from test_kubernetes import K8S_DIR, KustomizeLite, by_kind_name, container, pod_template
+from support.processes import read, stop, wait_for_log
 
 from sac_distributed import paths
 from sac_distributed.launchers import job_definitions, manifests
@@ -73,7 +68,7 @@ KINDS = {
 class ClusterRun:
     data_dir: Path  # the shared claim
     replay_dir: Path  # the server's replay claim
-    procs: Dict[str, Proc]
+    procs: Dict[str, compose_run.Proc]
     codes: Dict[str, int]
     probe: tuple  # (exit code, output) against the running server
     probe_no_server: tuple  # (exit code, output) with nothing listening
@@ -95,7 +90,7 @@ def _local_volumes(workload: dict, claims: Dict[str, Path]) -> Dict[str, Path]:
 def _local_argv(
     argv: List[str], mounts: Dict[str, Path], service: str, local_port: int
 ) -> List[str]:
-    out = [executable(argv[0])]
+    out = [compose_run.executable(argv[0])]
     targets = sorted(mounts, key=len, reverse=True)  # the innermost mount first
     for arg in argv[1:]:
         name, _, value = arg.partition("=")
@@ -114,7 +109,7 @@ def _probe_argv(command: List[str], local_port: int) -> List[str]:
     pattern = rf"\b{manifests.REVERB_PORT}\b"
     assert any(re.search(pattern, part) for part in command), command
     parts = [re.sub(pattern, str(local_port), part) for part in command]
-    return [executable(parts[0]), *parts[1:]]
+    return [compose_run.executable(parts[0]), *parts[1:]]
 
 
 @pytest.fixture(scope="module")
@@ -140,35 +135,39 @@ def cluster_run(tmp_path_factory):
             os.symlink(local, mounts[SERVER][parent] / os.path.relpath(target, parent))
     (tmp / "logs").mkdir()
     (tmp / "home").mkdir()
-    procs = Procs(tmp / "logs", tmp / "home")
+    procs = compose_run.Procs(tmp / "logs", tmp / "home")
     local_port = portpicker.pick_unused_port()
-    env = {**os.environ, **dockerfile_env(DOCKERFILE.read_text()), "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        **compose_run.dockerfile_env(DOCKERFILE.read_text()),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
 
-    def start(job: str) -> Proc:
+    def start(job: str) -> compose_run.Proc:
         spec = container(workloads[job])
         assert "env" not in spec and "args" not in spec, spec  # the command is all of it
         argv = _local_argv(spec["command"], mounts[job], service, local_port)
-        return procs.start(job, argv + list(BUDGET_FLAGS), env)
+        return procs.start(job, argv + list(compose_run.BUDGET_FLAGS), env)
 
     try:
         server = start(SERVER)
         wait_for_log(
             str(server.log),
             rf"listening on port {local_port}\b",
-            SERVER_READY_S,
+            compose_run.SERVER_READY_S,
             {server.name: server.popen},
         )
         server_spec = container(workloads[SERVER])
         probes = [server_spec[p]["exec"]["command"] for p in ("startupProbe", "livenessProbe")]
         assert probes[0] == probes[1] == server_spec["readinessProbe"]["exec"]["command"]
-        probe = run_healthcheck(_probe_argv(probes[0], local_port), env, procs.cwd)
+        probe = compose_run.run_healthcheck(_probe_argv(probes[0], local_port), env, procs.cwd)
         dead = _probe_argv(probes[0], portpicker.pick_unused_port())
-        probe_no_server = run_healthcheck(dead, env, procs.cwd)
+        probe_no_server = compose_run.run_healthcheck(dead, env, procs.cwd)
         jobs = [start(job) for job in CLIENTS]
-        codes = wait_for_exit(jobs, JOBS_DEADLINE_S, watch=server)
+        codes = compose_run.wait_for_exit(jobs, compose_run.JOBS_DEADLINE_S, watch=server)
         # A pod's deletion: SIGTERM, then SIGKILL after terminationGracePeriodSeconds.
         grace = pod_template(workloads[SERVER])["spec"]["terminationGracePeriodSeconds"]
-        codes[SERVER] = stop(server.popen, timeout_s=max(grace, JOBS_DEADLINE_S))
+        codes[SERVER] = stop(server.popen, timeout_s=max(grace, compose_run.JOBS_DEADLINE_S))
         yield ClusterRun(
             data_dir=claims[manifests.DATA_CLAIM],
             replay_dir=tmp / "claims" / "replay",
@@ -195,10 +194,10 @@ def test_every_container_exited_zero(cluster_run):
 
 
 def test_learner_job_trained_and_exported_to_the_shared_volume(cluster_run):
-    data = cluster_run.data_dir
+    data, steps = cluster_run.data_dir, compose_run.NUM_ITERATIONS
     log = read(str(cluster_run.procs[job_definitions.LEARNER].log))
-    assert f"Learner stopped at train_step {NUM_ITERATIONS}" in log, cluster_run.tails("learner")
-    assert (Path(paths.checkpoint_dir(str(data))) / f"ckpt-{NUM_ITERATIONS}.index").is_file()
+    assert f"Learner stopped at train_step {steps}" in log, cluster_run.tails("learner")
+    assert (Path(paths.checkpoint_dir(str(data))) / f"ckpt-{steps}.index").is_file()
     for name in paths.POLICY_NAMES:
         assert (data / paths.POLICIES_DIR / name / "saved_model.pb").is_file(), name
 
@@ -213,7 +212,7 @@ def test_evaluator_job_wrote_results(cluster_run):
     path = cluster_run.data_dir / paths.EVAL_DIR / paths.RESULTS_FILE
     assert path.is_file(), cluster_run.tails(job_definitions.EVALUATOR)
     steps = [int(line.split(",")[0]) for line in path.read_text().strip().splitlines()[1:]]
-    assert steps and steps[-1] == NUM_ITERATIONS, steps
+    assert steps and steps[-1] == compose_run.NUM_ITERATIONS, steps
 
 
 def test_server_checkpointed_the_replay_to_its_own_volume_on_sigterm(cluster_run):

@@ -10,37 +10,12 @@ import re
 import signal
 import subprocess
 import time
-from typing import List
 
 import pytest
-from proc_utils import DEADLINE_S, start_launch
+from support.processes import DEADLINE_S, TINY, read_until, start_launch
+from support.repo import TESTS_DIR
 
 pytestmark = pytest.mark.slow
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
-TINY = [
-    "--num_iterations=200",
-    "--initial_collect_steps=100",
-    "--batch_size=32",
-    "--actor_fc_layer_params=16,16",
-    "--critic_joint_fc_layer_params=16,16",
-    "--eval_interval=100",
-    "--num_eval_episodes=1",
-    "--policy_save_interval=200",
-]
-
-
-def read_until(proc: subprocess.Popen, marker: str) -> List[str]:
-    """The output lines up to the first one with `marker` (asserted), read as they come."""
-    deadline = time.monotonic() + DEADLINE_S
-    seen: List[str] = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        seen.append(line)
-        if marker in line or time.monotonic() > deadline:
-            break
-    assert any(marker in line for line in seen), "".join(seen)[-3000:]
-    return seen
 
 
 def _no_children_left(root_dir: str) -> bool:

@@ -21,7 +21,7 @@ import subprocess
 
 import portpicker
 import pytest
-from proc_utils import (
+from support.processes import (
     DEADLINE_S,
     TINY_RUN_FLAGS,
     TINY_RUN_ITERATIONS,

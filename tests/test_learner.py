@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import learner_config, random_observations
+from support.training import learner_config, random_observations
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 

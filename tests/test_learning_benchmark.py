@@ -19,9 +19,10 @@ import subprocess
 import sys
 import time
 
-import learning_cli
 import pytest
-from proc_utils import DEADLINE_S, processes_mentioning, read, wait_for_log
+from support import learning_cli
+from support.processes import DEADLINE_S, processes_mentioning, read, wait_for_log
+from support.repo import BENCHMARKS_DIR
 
 from benchmarks import learning, learning_report
 from benchmarks.bench.sac_launch import parse_named_flags
@@ -30,8 +31,6 @@ from benchmarks.learning_report import Point
 from benchmarks.peer_common import RESULTS_HEADER
 from sac_distributed import config as config_lib
 from sac_distributed.paths import RESULTS_HEADER as EVALUATOR_HEADER
-
-BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
 
 TINY_COMMON_FLAGS = "--common_flags=--initial_collect_steps=300 --batch_size=32"
 TINY_ENV_STEPS = 1300  # 1000 SGD steps: one learner summary (every 1000), at the last step
@@ -377,7 +376,7 @@ def test_sigterm_stops_the_runs_in_progress_and_records_none(tmp_path):
     log_path = str(tmp_path / "sweep.log")
     with open(log_path, "w") as log:
         sweep = subprocess.Popen(
-            [sys.executable, os.path.join(BENCH, "learning.py"), *long_run,
+            [sys.executable, os.path.join(BENCHMARKS_DIR, "learning.py"), *long_run,
              "--systems=ours", f"--out={out}", f"--work_dir={work}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip

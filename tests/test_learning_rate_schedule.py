@@ -2,7 +2,7 @@
 
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import ConfigError

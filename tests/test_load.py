@@ -7,7 +7,7 @@ import signal
 import portpicker
 import pytest
 import reverb
-from proc_utils import DEADLINE_S, read, start, stop, wait_all, wait_for_log
+from support.processes import DEADLINE_S, read, start, stop, wait_all, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 from sac_distributed import replay

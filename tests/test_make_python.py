@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Dict, NamedTuple, Optional
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from support.repo import REPO
 
 # The way out the message gives, as a newcomer would paste it (GOAL is the make goal).
 UV_COMMANDS = 'uv python install 3.11 && make {goal} PYTHON="$(uv python find 3.11)"'
@@ -70,8 +69,8 @@ def sandbox(tmp_path: Path) -> Sandbox:
     repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
     (repo / "scripts").mkdir(parents=True)
     (repo / "benchmarks").mkdir()
-    shutil.copy(REPO / "Makefile", repo)
-    shutil.copy(REPO / "scripts" / "find-python", repo / "scripts")
+    shutil.copy(Path(REPO, "Makefile"), repo)
+    shutil.copy(Path(REPO, "scripts", "find-python"), repo / "scripts")
     # Prerequisites make looks for; never read, since nothing gets installed.
     (repo / "setup.py").touch()
     (repo / "benchmarks" / "requirements-sb3.txt").touch()
@@ -170,7 +169,7 @@ def test_an_existing_venv_is_not_rechecked(sandbox: Sandbox) -> None:
 @needs_312
 def test_setup_py_names_the_same_way_out(tmp_path: Path) -> None:
     """pip on 3.12 runs setup.py with setuptools present; a stub stands in for it."""
-    shutil.copy(REPO / "setup.py", tmp_path)
+    shutil.copy(Path(REPO, "setup.py"), tmp_path)
     (tmp_path / "setuptools.py").write_text("find_packages = setup = None\n")
     result = subprocess.run(
         [PY312, "setup.py", "--name"],

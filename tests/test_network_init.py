@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.algorithm.sac.normalization import ObservationNormalizer

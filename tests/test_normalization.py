@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import learner_config
+from support.training import learner_config
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as ts
 

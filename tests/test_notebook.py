@@ -39,13 +39,12 @@ import time
 
 import imageio
 import nbformat
-import notebook_kernels as kernels
 import pytest
 from nbclient.exceptions import CellExecutionError
+from support import notebook_kernels as kernels
+from support.repo import EXAMPLES_DIR, REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(REPO, "examples")
-NOTEBOOK = os.path.join(EXAMPLES, "sac_minitaur_tutorial.ipynb")
+NOTEBOOK = os.path.join(EXAMPLES_DIR, "sac_minitaur_tutorial.ipynb")
 TINY_ENV = "Pendulum-v1"
 PENDULUM_STEPS = 200
 COLAB_PYTHONS = ("3.12", "3.13")
@@ -96,7 +95,7 @@ def jobs_venv(tmp_path_factory) -> str:
 
 def _run(nb, python, tmp_path, **params) -> float:
     kernels.inject_parameters(nb, **params)
-    return kernels.execute(nb, python, str(tmp_path / "kernelspecs"), EXAMPLES)
+    return kernels.execute(nb, python, str(tmp_path / "kernelspecs"), EXAMPLES_DIR)
 
 
 # -- The notebook's text -------------------------------------------------------------------
@@ -190,7 +189,7 @@ def test_python_search_falls_back_to_pyenv(kernel_venvs, tmp_path):
     kernels.inject_parameters(
         nb, budget="tiny", output_dir=str(tmp_path / "out"), BROKEN=str(broken)
     )
-    kernels.execute(nb, kernel_venvs.python("3.12"), str(tmp_path / "kernelspecs"), EXAMPLES)
+    kernels.execute(nb, kernel_venvs.python("3.12"), str(tmp_path / "kernelspecs"), EXAMPLES_DIR)
     found = [
         line for line in "".join(kernels.outputs(nb, "stream")).splitlines() if "found:" in line
     ]

@@ -3,7 +3,7 @@ and, on a real server, written by an actor as one transition per env step."""
 
 import numpy as np
 import pytest
-from conftest import ENV_NAME, small_hparams
+from support.training import ENV_NAME, small_hparams
 from tf_agents.environments import wrappers
 from tf_agents.trajectories.time_step import StepType
 

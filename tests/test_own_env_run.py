@@ -3,17 +3,15 @@
 (The working case, examples/pointmass.py trained from its folder and evaluated
 from another, is docs/own-env.md's runnable block: tests/test_docs_examples.py.)"""
 
-import os
-
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, run
+from support.processes import DEADLINE_S, TINY_RUN_FLAGS, run
+from support.repo import TESTS_DIR
 
 pytestmark = pytest.mark.slow
 
 
 def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_replay(tmp_path):
     root = tmp_path / "failing"
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
     launched = run(
         "launch",
         f"--root_dir={root}",
@@ -24,7 +22,7 @@ def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_rep
         """--env_kwargs={"at": 150}""",
         *TINY_RUN_FLAGS,
         timeout_s=DEADLINE_S,
-        cwd=tests_dir,
+        cwd=TESTS_DIR,
     )
     out = launched.stdout + launched.stderr
     assert launched.returncode == 1, out[-4000:]

@@ -15,7 +15,7 @@ import time
 
 import portpicker
 import pytest
-from proc_utils import DEADLINE_S, kill_all, read, run, start, stop, wait_for_log
+from support.processes import DEADLINE_S, kill_all, read, run, start, stop, wait_for_log
 
 pytestmark = pytest.mark.slow
 

@@ -7,10 +7,10 @@ still the real peer processes it starts, each with its own TensorFlow.
 
 import os
 
-import learning_cli
 import numpy as np
 import pytest
 import tensorflow as tf
+from support import learning_cli
 from tf_agents.trajectories import time_step as ts
 
 from benchmarks import learning_report, peer_sb3loop

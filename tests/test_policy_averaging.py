@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import learner_config, small_hparams
+from support.training import learner_config, small_hparams
 
 from sac_distributed import paths
 from sac_distributed.errors import CheckpointError, ConfigError

@@ -15,7 +15,7 @@ import pytest
 import reverb
 import tensorflow as tf
 import tree
-from conftest import small_hparams, wait_for_size
+from support.training import small_hparams, wait_for_size
 
 from sac_distributed import replay
 from sac_distributed.algorithm import priorities as algorithm_priorities
@@ -319,7 +319,7 @@ def test_the_published_max_priority_reaches_a_pull(per_server, reverb_server, en
 
 
 def test_new_items_enter_at_the_published_max_priority(per_server, env_specs):
-    from conftest import random_transitions
+    from support.training import random_transitions
 
     client = per_server.localhost_client()
     container = VariableContainer(client)

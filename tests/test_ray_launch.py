@@ -19,7 +19,7 @@ import textwrap
 import time
 
 import pytest
-from proc_utils import (
+from support.processes import (
     DEADLINE_S,
     TINY_RUN_FLAGS,
     TINY_RUN_ITERATIONS,

@@ -17,7 +17,12 @@ import sys
 import textwrap
 
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, assert_greedy_policy_acts
+from support.processes import (
+    DEADLINE_S,
+    TINY_RUN_FLAGS,
+    TINY_RUN_ITERATIONS,
+    assert_greedy_policy_acts,
+)
 
 pytestmark = pytest.mark.slow
 

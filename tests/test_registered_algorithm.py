@@ -15,8 +15,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
-from test_resume_written_runs import constant_batches
+from support.processes import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS
+from support.repo import TESTS_DIR
+from support.training import batches
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, run_info
@@ -25,7 +26,6 @@ from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.errors import CheckpointError, ConfigError
 from sac_distributed.results import read_results
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 ENTRY = "tiny_algorithm.config:ALGORITHM"
 NAME = "tiny_sac"
 
@@ -72,7 +72,7 @@ def test_its_learner_trains_and_checkpoints_under_its_own_key(tiny_registered, e
     root = str(tmp_path)
     learner = registry.make_learner(env_specs, hparams, strategy, root, seed=0)
     assert not learner.supports_prioritized_replay
-    losses = learner.step(constant_batches(env_specs, hparams), 3)
+    losses = learner.step(batches(env_specs, size=hparams.batch_size), 3)
     assert np.all(np.isfinite(losses)) and learner.train_step_numpy == 3
     assert learner.save_checkpoint()
     names = [name for name, _ in tf.train.list_variables(learner.latest_checkpoint)]

@@ -18,7 +18,7 @@ import portpicker
 import pytest
 import reverb
 import tensorflow as tf
-from proc_utils import DEADLINE_S, read, start, stop, wait_for_log
+from support.processes import DEADLINE_S, read, start, stop, wait_for_log
 
 from sac_distributed import replay
 from sac_distributed.paths import REPLAY_CHECKPOINT_DIR

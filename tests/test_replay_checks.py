@@ -5,7 +5,7 @@ import time
 
 import pytest
 import reverb
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed import replay
 from sac_distributed.errors import SignatureMismatchError

@@ -8,7 +8,13 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
+from support.training import (
+    ENV_NAME,
+    learner_config,
+    random_transitions,
+    small_hparams,
+    wait_for_size,
+)
 
 from sac_distributed import config as config_lib
 from sac_distributed import jobs, paths, replay

@@ -3,7 +3,7 @@ unpacking, and observations of other dtypes stored as float32 and cast back."""
 
 import numpy as np
 import tensorflow as tf
-from conftest import random_transitions
+from support.training import random_transitions
 
 from sac_distributed import replay
 

@@ -17,9 +17,8 @@ import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tf_agents.trajectories import policy_step, trajectory
-from tf_agents.trajectories import time_step as ts
+from support.repo import DATA_DIR
+from support.training import batches
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, run_info
@@ -27,7 +26,7 @@ from sac_distributed.algorithm import registry
 from sac_distributed.algorithm import strategy as strategy_lib
 from sac_distributed.envs import sources as env_sources
 
-RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "runs_d88b097")
+RUNS = os.path.join(DATA_DIR, "runs_d88b097")
 STEPS_WRITTEN = 7
 
 
@@ -39,24 +38,6 @@ def _copied_run(algorithm: str, tmp_path) -> str:
 
 def _recorded_hparams(root: str) -> config_lib.Hyperparams:
     return config_lib.Hyperparams(**run_info.read_run_info(root)["hparams"])
-
-
-def constant_batches(specs, hparams):
-    """One constant batch of random transitions, repeated."""
-    rng = np.random.default_rng(0)
-    n, size = hparams.batch_size, int(specs.observation.shape.num_elements())
-    act = specs.action
-    obs, next_obs = (tf.constant(rng.uniform(-1, 1, (n, size)), tf.float32) for _ in range(2))
-    actions = tf.constant(
-        rng.uniform(act.minimum, act.maximum, (n,) + tuple(act.shape)), tf.float32
-    )
-    mid, zeros, ones = tf.fill([n], ts.StepType.MID), tf.zeros([n]), tf.ones([n])
-    batch = trajectory.Transition(
-        ts.TimeStep(mid, zeros, ones, obs),
-        policy_step.PolicyStep(actions, (), ()),
-        ts.TimeStep(mid, tf.constant(rng.normal(size=n), tf.float32), ones, next_obs),
-    )
-    return iter(tf.data.Dataset.from_tensors(batch).repeat())
 
 
 @pytest.mark.parametrize("algorithm", ["sac", "crossq"])
@@ -87,7 +68,7 @@ def test_the_learner_restores_and_trains_on_from_the_written_checkpoint(
     if algorithm == "sac":
         assert variables.normalization.enabled  # the normalizer's statistics came back
 
-    losses = learner.step(constant_batches(env_specs, hparams), 2)
+    losses = learner.step(batches(env_specs, size=hparams.batch_size), 2)
     assert np.all(np.isfinite(losses))
     assert learner.train_step_numpy == STEPS_WRITTEN + 2
     assert learner.save_checkpoint()

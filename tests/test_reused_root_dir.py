@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, error_lines, run
+from support.processes import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, error_lines, run
 
 from sac_distributed import paths
 from sac_distributed.results import read_results

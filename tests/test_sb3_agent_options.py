@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 from tf_agents.agents.sac import sac_agent, tanh_normal_projection_network
 from tf_agents.trajectories import time_step as ts
 

@@ -37,7 +37,7 @@ from typing import Dict, List
 
 import portpicker
 import pytest
-from proc_utils import kill_all, read, start, wait_for_log
+from support.processes import kill_all, read, start, wait_for_log
 
 import sac_distributed  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 

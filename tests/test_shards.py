@@ -22,8 +22,14 @@ import portpicker
 import pytest
 import reverb
 import tensorflow as tf
-from conftest import ENV_NAME, learner_config, random_transitions, small_hparams, wait_for_size
-from proc_utils import DEADLINE_S, read, settled, start, stop, wait_for_log
+from support.processes import DEADLINE_S, read, settled, start, stop, wait_for_log
+from support.training import (
+    ENV_NAME,
+    learner_config,
+    random_transitions,
+    small_hparams,
+    wait_for_size,
+)
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths, replay

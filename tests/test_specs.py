@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 

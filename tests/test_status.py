@@ -9,10 +9,10 @@ import textwrap
 import time
 
 import numpy as np
-import proc_utils
 import pytest
 import reverb
-from conftest import ENV_NAME, small_hparams
+from support import processes
+from support.training import ENV_NAME, small_hparams
 
 from sac_distributed import replay
 from sac_distributed.config import ServerConfig
@@ -48,8 +48,8 @@ def _make_actor_dirs(root: str, names) -> None:
             f.write("x")
 
 
-def _status_cli(*flags, timeout_s: float = proc_utils.DEADLINE_S) -> subprocess.CompletedProcess:
-    return proc_utils.run("status", *flags, timeout_s=timeout_s)
+def _status_cli(*flags, timeout_s: float = processes.DEADLINE_S) -> subprocess.CompletedProcess:
+    return processes.run("status", *flags, timeout_s=timeout_s)
 
 
 def test_poll_reports_sizes_rates_and_learner_progress(server_address, client, fill_replay):
@@ -274,25 +274,25 @@ def test_binary_refreshes_until_ctrl_c(reverb_server, server_address, fill_repla
     fill_replay(64)
     log = str(tmp_path / "status.log")
     flags = [f"--server={server_address}", "--interval=0.3", "--connect_timeout=1"]
-    proc = proc_utils.start("status", flags, log)
+    proc = processes.start("status", flags, log)
     try:
-        proc_utils.wait_for_log(
-            log, r"(?s)(uniform_table: 64 .*){2}", proc_utils.DEADLINE_S, {"sac-status": proc}
+        processes.wait_for_log(
+            log, r"(?s)(uniform_table: 64 .*){2}", processes.DEADLINE_S, {"sac-status": proc}
         )
         fill_replay(32, seed=1)
-        proc_utils.wait_for_log(
-            log, r"uniform_table: 96 ", proc_utils.DEADLINE_S, {"sac-status": proc}
+        processes.wait_for_log(
+            log, r"uniform_table: 96 ", processes.DEADLINE_S, {"sac-status": proc}
         )
         reverb_server.stop()
         unreachable = f"Reverb server {server_address}: unreachable, retrying"
-        proc_utils.wait_for_log(
-            log, f"(?s)({unreachable}.*){{2}}", proc_utils.DEADLINE_S, {"sac-status": proc}
+        processes.wait_for_log(
+            log, f"(?s)({unreachable}.*){{2}}", processes.DEADLINE_S, {"sac-status": proc}
         )
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=proc_utils.DEADLINE_S) == 0
+        assert proc.wait(timeout=processes.DEADLINE_S) == 0
     finally:
-        proc_utils.kill_all({"sac-status": proc})
-    assert "Traceback" not in proc_utils.read(log)
+        processes.kill_all({"sac-status": proc})
+    assert "Traceback" not in processes.read(log)
 
 
 # Run in a fresh interpreter where `import tensorflow` (and so `import reverb`) fails.
@@ -315,7 +315,7 @@ def test_tools_import_without_tensorflow():
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=processes.DEADLINE_S
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "imported" in result.stdout
@@ -331,7 +331,7 @@ def test_binary_starts_and_checks_its_flags_without_tensorflow():
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=processes.DEADLINE_S
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "is not a host:port address" in result.stderr
@@ -375,7 +375,7 @@ def test_run_files_without_tensorflow(tmp_path):
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=proc_utils.DEADLINE_S
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=processes.DEADLINE_S
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == [

@@ -10,9 +10,9 @@ import sys
 import time
 
 import portpicker
-import proc_utils
 import pytest
-from proc_utils import DEADLINE_S
+from support import processes
+from support.processes import DEADLINE_S
 
 _SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
 
@@ -62,7 +62,7 @@ def test_sigterm_while_starting_exits_zero_at_once(job, tmp_path):
 def test_sigterm_while_waiting_for_the_server_is_a_clean_stop(tmp_path):
     address = f"localhost:{portpicker.pick_unused_port()}"  # nothing listens there
     log_path = str(tmp_path / "evaluator.log")
-    proc = proc_utils.start(
+    proc = processes.start(
         "evaluator",
         [
             f"--root_dir={tmp_path / 'run'}",
@@ -72,13 +72,13 @@ def test_sigterm_while_waiting_for_the_server_is_a_clean_stop(tmp_path):
         log_path,
     )
     try:
-        proc_utils.wait_for_log(log_path, "Waiting for the Reverb server", DEADLINE_S, {"e": proc})
+        processes.wait_for_log(log_path, "Waiting for the Reverb server", DEADLINE_S, {"e": proc})
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=DEADLINE_S)
     finally:
         if proc.poll() is None:
             proc.kill()
-    log = proc_utils.read(log_path)
+    log = processes.read(log_path)
     assert code == 0, log[-3000:]
     assert f"Stopped while waiting for the Reverb server at {address}" in log
     assert "No Reverb server answered" not in log and "error:" not in log

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from conftest import small_hparams
+from support.training import small_hparams
 
 from sac_distributed.algorithm.sac import update as sac_update
 from sac_distributed.errors import ConfigError

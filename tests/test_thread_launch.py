@@ -6,13 +6,12 @@ import os
 import signal
 
 import pytest
-from proc_utils import DEADLINE_S, start_launch
-from test_launch import TINY, read_until
+from support.processes import DEADLINE_S, TINY, read_until, start_launch
+from support.repo import TESTS_DIR
 
 from sac_distributed import results
 
 pytestmark = pytest.mark.slow
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _replay_checkpoints(root: str):

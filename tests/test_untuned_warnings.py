@@ -7,14 +7,14 @@ The numbers come from a short random rollout of the env as its library made it
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 
 import gymnasium
 import pytest
 import user_envs
-from proc_utils import DEADLINE_S
+from support.processes import DEADLINE_S
+from support.repo import TESTS_DIR
 
 from sac_distributed import config as config_lib
 from sac_distributed.envs import random_rollout
@@ -114,7 +114,7 @@ def test_sac_launch_warns_and_still_trains(tmp_path):
         text=True,
         timeout=DEADLINE_S,
         stdin=subprocess.DEVNULL,
-        cwd=os.path.dirname(user_envs.__file__),
+        cwd=TESTS_DIR,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     lines = result.stdout.splitlines()

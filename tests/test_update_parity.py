@@ -6,7 +6,7 @@ these check what ours does with SB3's weights, batches and noise."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_hparams
+from support.training import small_hparams
 from tf_agents.trajectories import time_step as ts
 
 from benchmarks.probes import update_parity

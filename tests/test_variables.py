@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import reverb
-from conftest import learner_config, random_observations
+from support.training import learner_config, random_observations
 from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import time_step as ts
 

@@ -1,7 +1,7 @@
 """Opt-in pytest plugin: the CPU seconds each test and each test file costs, to find
 what to cut when the suite runs long (issue 41).
 
-    PYTHONPATH=tests .venv/bin/python -m pytest -q -n 3 --dist loadfile -p cpu_profile
+    PYTHONPATH=tests .venv/bin/python -m pytest -q -n 3 --dist loadfile -p support.cpu_profile
 
 Each worker appends one JSON line per test to $CPU_PROFILE_OUT (default
 suite_cpu.jsonl): the worker's own CPU seconds over the test (its setup, call and

@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
+from support.repo import SETUP_PY
+
 # How long a test waits for a condition that a busy 2-core machine reaches
 # late (a process starting, a log line, an exit). Generous on purpose: the
 # tests assert what happens, never how fast; a deadline only stops a hang.
@@ -27,6 +29,18 @@ TINY_RUN_FLAGS = (
     "--num_eval_episodes=1",
     "--policy_save_interval=200",
 )
+# sac-launch's own tests: the same run with an evaluation half way (test_launch,
+# test_thread_launch).
+TINY = [
+    "--num_iterations=200",
+    "--initial_collect_steps=100",
+    "--batch_size=32",
+    "--actor_fc_layer_params=16,16",
+    "--critic_joint_fc_layer_params=16,16",
+    "--eval_interval=100",
+    "--num_eval_episodes=1",
+    "--policy_save_interval=200",
+]
 
 
 def actor_collecting(task: Optional[int] = None) -> str:
@@ -76,6 +90,19 @@ def start_launch(flags: Sequence[str], **popen_kwargs) -> subprocess.Popen:
     )
 
 
+def read_until(proc: subprocess.Popen, marker: str) -> List[str]:
+    """The output lines up to the first one with `marker` (asserted), read as they come."""
+    deadline = time.monotonic() + DEADLINE_S
+    seen: List[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line or time.monotonic() > deadline:
+            break
+    assert any(marker in line for line in seen), "".join(seen)[-3000:]
+    return seen
+
+
 def error_lines(stderr: str) -> List[str]:
     """The lines a binary printed as user errors (`error: ...`)."""
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
@@ -84,8 +111,7 @@ def error_lines(stderr: str) -> List[str]:
 def setup_py_console_scripts() -> List[Tuple[str, str]]:
     """(script, module) for each sac-* console script setup.py declares, e.g.
     ("sac-launch", "launch") for sac_distributed.bin.launch."""
-    setup_py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
-    with open(setup_py, encoding="utf-8") as f:
+    with open(SETUP_PY, encoding="utf-8") as f:
         return re.findall(r'"(sac-[\w-]+)=sac_distributed\.bin\.(\w+):run"', f.read())
 
 

@@ -4,9 +4,9 @@ imported: a sweep (its runs are still real processes) and a refusal."""
 import threading
 
 import pytest
-from proc_utils import kill_processes_mentioning
 
 from benchmarks import learning
+from support.processes import kill_processes_mentioning
 
 
 def sweep(capsys, *args: str, work_dir: str, timeout_s: float) -> str:
