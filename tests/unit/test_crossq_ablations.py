@@ -1,6 +1,6 @@
 """CrossQ's ablations (`--crossq_ablations`): each piece turned back to SAC's, alone.
 
-In one process on Pendulum-v1's specs with constant batches, as tests/test_crossq.py;
+In one process on Pendulum-v1's specs with constant batches, as tests/unit/test_crossq.py;
 the learning runs that use them are in docs/tuning.md.
 """
 

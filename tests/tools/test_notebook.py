@@ -5,7 +5,7 @@ after its "parameters" cell: the tiny budget, an output directory) in Jupyter
 kernels of three Pythons, each from a kernelspec in a temporary directory:
 
 * Python 3.12 and 3.13 (Colab's kernels since 2025-08 and 2026-08), each in a
-  virtualenv with only ipykernel and matplotlib (tests/notebook_kernels.py),
+  virtualenv with only ipykernel and matplotlib (tests/support/notebook_kernels.py),
   started with an environment that cannot see this project's virtualenv. The
   notebook has to find a Python 3.11 by itself (here: pyenv's shim
   `python3.11` on PATH), make the jobs' virtualenv and `pip install` this clone
