@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine with Python 3.9-3.11:
 #   make run    installs what a run needs into .venv (if needed) and trains the embedded default
 #   make test   installs the test extra too (if needed), lints, and runs the test suite
+#   make test-fast  lints and runs tests/unit only (in-process, no binaries): the edit loop
 #   make docs   installs the docs extra (if needed) and serves the docs site on 127.0.0.1:8000
 # Without such a Python they stop before creating anything, with one line saying how to get one.
 PYTHON ?=
@@ -8,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint install install-test clean bench-sb3 docs docs-build
+.PHONY: run test test-fast lint install install-test clean bench-sb3 docs docs-build
 
 # The Python a new virtualenv is made from: PYTHON if given, else the first 3.9-3.11 that
 # scripts/find-python finds. Only the recipes that create a virtualenv expand it, so an
@@ -47,6 +48,10 @@ lint: $(VENV)/.installed-test
 
 test: lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=10
+
+# The in-process tests alone (tests/unit/: no subprocess, no binary), as `make test` runs them.
+test-fast: lint
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=10 tests/unit
 
 # The docs site (mkdocs.yml, docs/): served with live reload, or built once into site/
 # with warnings as errors (tests/tools/test_docs.py builds it in `make test`). Offline.
