@@ -1,7 +1,8 @@
 """Small user envs for the env loader's tests, named as `user_envs:<factory>`.
 
 Each is what a user might write: Gymnasium envs (one that pins the API's
-semantics, and ones SAC cannot train), a gym env, and envs that fail mid-run.
+semantics, Dict observations, and ones SAC cannot train), gym envs, and envs that
+fail mid-run.
 """
 
 import os
@@ -57,12 +58,6 @@ def make_discrete():
 def make_multi_discrete():
     env = CountingEnv()
     env.action_space = spaces.MultiDiscrete([3, 3])
-    return env
-
-
-def make_dict_observations():
-    env = CountingEnv()
-    env.observation_space = spaces.Dict({"a": spaces.Box(-1, 1, (2,)), "b": spaces.Discrete(2)})
     return env
 
 
@@ -145,3 +140,77 @@ def make_scaled_reward(reward=1.0, max_episode_steps=None):
     if max_episode_steps is None:
         return env
     return gymnasium.wrappers.TimeLimit(env, max_episode_steps)
+
+
+class DictGoalEnv(gymnasium.Env):
+    """A point on a line that must reach a goal, observed as a Dict (as a robot's
+    several sensors are): {"goal": Box(1), "position": Box(1), "velocity_sign":
+    Discrete(3)} and, with `camera=True`, an 8x8 channels-first uint8 "camera" that
+    draws the point. Reward: minus the distance to the goal; 20 steps per episode."""
+
+    def __init__(self, camera=False):
+        parts = {
+            "goal": spaces.Box(-1, 1, (1,), np.float32),
+            "position": spaces.Box(-1, 1, (1,), np.float32),
+            "velocity_sign": spaces.Discrete(3),
+        }
+        if camera:
+            parts["camera"] = spaces.Box(0, 255, (1, 8, 8), np.uint8)
+        self.observation_space = spaces.Dict(parts)
+        self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+        self.camera = camera
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = float(self.np_random.uniform(-1, 1))
+        self.goal = float(self.np_random.uniform(-1, 1))
+        self.velocity = 0.0
+        return self._observation(), {}
+
+    def step(self, action):
+        self.velocity = 0.2 * float(np.clip(action[0], -1, 1))
+        self.position = float(np.clip(self.position + self.velocity, -1, 1))
+        return self._observation(), -abs(self.position - self.goal), False, False, {}
+
+    def _observation(self):
+        observation = {
+            "goal": np.array([self.goal], np.float32),
+            "position": np.array([self.position], np.float32),
+            "velocity_sign": int(np.sign(self.velocity)) + 1,
+        }
+        if self.camera:
+            frame = np.zeros((1, 8, 8), np.uint8)
+            frame[0, 4, min(7, int((self.position + 1) * 4))] = 255
+            observation["camera"] = frame
+        return observation
+
+
+def make_dict_goal(camera=False, max_episode_steps=20):
+    return gymnasium.wrappers.TimeLimit(DictGoalEnv(camera=camera), max_episode_steps)
+
+
+def make_text_observations():
+    env = DictGoalEnv()
+    env.observation_space = spaces.Dict(
+        {"position": spaces.Box(-1, 1, (1,)), "prompt": spaces.Text(8)}
+    )
+    return env
+
+
+class GymDictEnv(gym.Env):
+    """A gym (0.23 API) env with Dict observations {"a": Box(2), "b": Discrete(3)}."""
+
+    observation_space = gym.spaces.Dict(
+        {"a": gym.spaces.Box(-1, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)}
+    )
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self):
+        return {"a": np.zeros(2, np.float32), "b": 2}
+
+    def step(self, action):
+        return self.reset(), 0.0, False, {}
+
+
+def make_gym_dict():
+    return gym.wrappers.TimeLimit(GymDictEnv(), 5)

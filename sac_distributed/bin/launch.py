@@ -96,9 +96,11 @@ def _check_env() -> None:
     """Makes the env once: a wrong name, a missing package or an env SAC cannot train
     is refused here, before any directory or process exists. A user module's folder
     goes on PYTHONPATH, so every job (and a restarted one) imports it too."""
-    source = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
+    source, observed = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
     if source.kind not in (env_sources.GYM, env_sources.PYBULLET) or source.module:
         print(f"sac-launch: env {source.describe()}", flush=True)
+    if observed:
+        print(f"sac-launch: {observed}", flush=True)
     os.environ.update(env_sources.with_pythonpath(os.environ, source.module_dir))
 
 

@@ -12,6 +12,9 @@ time steps the way SAC needs them:
   so a seeded run repeats; later resets continue the env's own generator.
 
 Observations are float32, as the replay stores them (MuJoCo's are float64).
+A Dict, Tuple, Discrete, MultiDiscrete or MultiBinary observation is flattened
+into one float32 vector by Gymnasium's own `spaces.utils.flatten` (the parts and
+their order: `observations`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
+from sac_distributed.envs import observations
 from sac_distributed.errors import EnvError
 
 
@@ -33,7 +37,13 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         super().__init__(handle_auto_reset=True)
         self._env = env
         self._name = name or str(getattr(env, "spec", None) and env.spec.id)
-        self._observation_spec = _box_spec(env.observation_space, np.float32, "observation")
+        space = env.observation_space
+        self._flatten = None if observations.is_flat_box(space) else space
+        if self._flatten is not None:
+            from gymnasium.spaces import utils
+
+            space = utils.flatten_space(self._flatten)
+        self._observation_spec = _box_spec(space, np.float32, "observation")
         self._action_spec = _box_spec(env.action_space, env.action_space.dtype, "action")
         self._seed: Optional[int] = None
         self._info: Any = {}
@@ -76,6 +86,10 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         return ts.transition(observation, reward, discount=np.float32(1.0))
 
     def _observation(self, observation: Any) -> np.ndarray:
+        if self._flatten is not None:
+            from gymnasium.spaces import utils
+
+            observation = utils.flatten(self._flatten, observation)
         return np.asarray(observation, dtype=np.float32)
 
 

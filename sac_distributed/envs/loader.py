@@ -20,6 +20,7 @@ from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
 from sac_distributed.config import parse_env_kwargs
+from sac_distributed.envs import observations
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.envs.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
 from sac_distributed.envs.specs import EnvSpecs
@@ -102,6 +103,10 @@ def _wrap(env: Any, env_name: str) -> py_environment.PyEnvironment:
     if kind == env_sources.GYM:
         from tf_agents.environments import suite_gym
 
+        if not observations.is_flat_box(env.observation_space):
+            import gym
+
+            env = gym.wrappers.FlattenObservation(env)  # gym's own flatten, as Gymnasium's
         return TruncationKeepsDiscount(suite_gym.wrap_env(env))
     return env
 

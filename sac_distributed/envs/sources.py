@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sac_distributed import run_info
 from sac_distributed.config import parse_env_kwargs
+from sac_distributed.envs import observations
 from sac_distributed.errors import ConfigError, EnvError
 
 PYBULLET, GYM, GYMNASIUM, FACTORY = "pybullet", "gym", "gymnasium", "factory"
@@ -119,25 +120,33 @@ def make_raw_env(
     return _made(source, lambda: gym.make(source.env_id, **kwargs))
 
 
-def check_env_name(env_name: str, env_kwargs: Optional[str] = None) -> EnvSource:
+def check_env_name(
+    env_name: str, env_kwargs: Optional[str] = None
+) -> Tuple[EnvSource, Optional[str]]:
     """Resolves `env_name`, makes the env once and checks SAC can train it.
 
     The launcher calls this before any process or directory exists, so a wrong
     name, a missing package or an env SAC cannot train is one line and exit 2.
+    Returns the source and, for observations other than one flat vector (images,
+    Dict, Tuple, one-hot parts), the line that says how a run takes them in.
     """
     source = resolve(env_name)
     env = make_raw_env(source, parse_env_kwargs(env_kwargs))
     try:
-        check_spaces(env, env_name)
+        parts = check_spaces(env, env_name)
     finally:
         _close_quietly(env)
-    return source
+    if parts is None or observations.is_one_vector(parts):
+        return source, None
+    return source, observations.describe_parts(parts)
 
 
-def check_spaces(env: Any, env_name: str) -> None:
-    """Raises EnvError unless `env` has one flat Box observation and a bounded Box action."""
+def check_spaces(env: Any, env_name: str) -> Optional[List[observations.ObservationPart]]:
+    """Raises EnvError unless `env` has a bounded Box action and observations that
+    `observations` can read (a Box, or parts that flatten into one vector); returns
+    the observation's parts (None for a PyEnvironment, whose specs say it all)."""
     if _is_py_environment(env):
-        return  # specs.env_specs checks a PyEnvironment's array specs
+        return None  # specs.env_specs checks a PyEnvironment's array specs
     action, observation = env.action_space, env.observation_space
     if type(action).__name__ != "Box":
         raise EnvError(
@@ -151,12 +160,7 @@ def check_spaces(env: Any, env_name: str) -> None:
             f"{env_name} has an unbounded action space ({action}): SAC squashes actions into "
             "[low, high], so give the Box finite bounds (e.g. Box(-1, 1)) and scale in the env."
         )
-    if type(observation).__name__ != "Box":
-        raise EnvError(
-            f"{env_name} has {type(observation).__name__} observations: one flat Box is needed. "
-            "Wrap the env in gymnasium.wrappers.FlattenObservation in a factory "
-            "(--env_name=my_module:make_env) to train it."
-        )
+    return observations.observation_parts(observation, env_name)  # refuses what cannot be
 
 
 def recorded_module_dirs(root_dir: Optional[str]) -> Tuple[str, ...]:

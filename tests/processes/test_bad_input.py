@@ -316,7 +316,7 @@ def test_launcher_checks_the_seed_before_starting_anything():
     [
         (["--env_name=Pendelum-v1"], "Did you mean Pendulum-v1"),
         (["--env_name=CartPole-v1"], "SAC needs continuous actions"),
-        (["--env_name=user_envs:make_dict_observations"], "FlattenObservation"),
+        (["--env_name=user_envs:make_text_observations"], "no fixed-size vector"),
         (["--env_name=user_envs:make_counting", "--env_kwargs=[1]"], "not an object"),
     ],
 )

@@ -1,4 +1,5 @@
-"""A user's own env whose step fails mid-run, launched by sac-launch as processes.
+"""A user's own envs launched by sac-launch as processes: one whose step fails mid-run,
+and one with Dict observations (a camera, vectors and a Discrete part).
 
 (The working case, examples/pointmass.py trained from its folder and evaluated
 from another, is docs/own-env.md's runnable block: tests/tools/test_docs_examples.py.)"""
@@ -31,3 +32,37 @@ def test_an_env_that_fails_mid_run_stops_with_its_name_and_the_run_keeps_its_rep
     # The other jobs were stopped in order: the server wrote what the actor had sent.
     assert "Replay checkpoint written" in (root / "logs" / "server.log").read_text()
     assert "Traceback" not in (root / "logs" / "actor_0.log").read_text()
+
+
+def test_a_dict_observation_env_with_a_camera_trains_and_its_exported_policy_plays(tmp_path):
+    """A Dict of a camera, vectors and a Discrete part trains through sac-launch as one
+    flattened vector, says so, and sac-evaluate plays the exported greedy policy."""
+    root = tmp_path / "dict"
+    kwargs = '--env_kwargs={"camera": true}'
+    launched = run(
+        "launch",
+        f"--root_dir={root}",
+        "--env_name=user_envs:make_dict_goal",
+        kwargs,
+        *TINY_RUN_FLAGS,
+        timeout_s=DEADLINE_S,
+        cwd=TESTS_DIR,
+    )
+    out = launched.stdout + launched.stderr
+    assert launched.returncode == 0, out[-4000:]
+    assert (
+        "sac-launch: observations (camera: image 1x8x8 uint8 (channels-first), goal: "
+        "float32[1], position: float32[1], velocity_sign: Discrete as 3 one-hot floats): "
+        "one flat vector of 69 floats; images are flattened" in out
+    )
+    results = (root / "eval" / "results.csv").read_text().splitlines()
+    assert len(results) >= 2, results  # a header and at least one evaluation
+    evaluated = run(
+        "evaluate",
+        f"--policy_dir={root}",
+        "--num_episodes=2",
+        timeout_s=DEADLINE_S,
+        cwd=str(tmp_path),  # not TESTS_DIR: run_info says where user_envs came from
+    )
+    assert evaluated.returncode == 0, (evaluated.stdout + evaluated.stderr)[-4000:]
+    assert "2 episodes" in evaluated.stdout, evaluated.stdout

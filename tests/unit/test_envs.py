@@ -161,7 +161,7 @@ def test_a_mujoco_video_renders_headless_through_egl():
     [
         ("user_envs:make_discrete", r"Discrete\(2\) actions: SAC needs continuous actions"),
         ("user_envs:make_multi_discrete", "MultiDiscrete"),
-        ("user_envs:make_dict_observations", "Dict observations.*FlattenObservation"),
+        ("user_envs:make_text_observations", "part 'prompt' is a Text space"),
         ("user_envs:make_unbounded_actions", "unbounded action space"),
         ("user_envs:make_string", "returned a str, not a Gymnasium Env"),
         ("user_envs:make_raises", "raised RuntimeError: the simulator licence server is down"),

@@ -1,0 +1,159 @@
+"""What an env observes: the parts of its observation space, and the one flat
+float32 vector that SAC's networks here take.
+
+An observation space is read part by part (no TensorFlow, so the launcher can
+check an env before any process starts):
+
+- a Box is a vector part (any rank; it is flattened), or an image part when it
+  is uint8 of rank 3: (H, W, C) channels-last, or (C, H, W) channels-first when
+  the first dimension is the smallest, the rule SB3 uses;
+- Discrete, MultiDiscrete and MultiBinary are one-hot or 0/1 vectors;
+- a Dict or Tuple of any of these (nested too) is its parts in the space's own
+  order (Gymnasium's Dict sorts its keys), each flattened and concatenated, as
+  `gymnasium.spaces.utils.flatten` does and as SB3's MultiInputPolicy does for
+  vector parts.
+
+Text, Sequence, Graph and OneOf observations have no fixed-size vector and are
+refused in one line that names the part. Image parts are flattened like any
+other part today: an MLP on raw pixels, which `describe_parts` says plainly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, Tuple
+
+import numpy as np
+
+from sac_distributed.errors import EnvError
+
+VECTOR = "vector"
+IMAGE = "image"
+# Spaces whose samples have no fixed size (or no numbers): refused.
+_NO_FIXED_VECTOR = ("Text", "Sequence", "Graph", "OneOf")
+_ONE_HOT = ("Discrete", "MultiDiscrete", "MultiBinary")
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservationPart:
+    """One leaf of an observation space."""
+
+    path: str  # "" for a space that is one leaf; "camera", "arm/joints", "0" otherwise
+    kind: str  # VECTOR or IMAGE
+    space: str  # the space's class name: Box, Discrete, ...
+    shape: Tuple[int, ...]  # the leaf's sample shape as the env gives it
+    dtype: str
+    channels_first: bool = False  # images only
+    size: int = 0  # floats this part adds to the flat observation
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) for d in self.shape) or "scalar"
+        if self.kind == IMAGE:
+            order = "channels-first" if self.channels_first else "channels-last"
+            what = f"image {dims} {self.dtype} ({order})"
+        elif self.space in _ONE_HOT:
+            what = f"{self.space} as {self.size} one-hot floats"
+        else:
+            what = f"{self.dtype}[{dims}]"
+        return f"{self.path}: {what}" if self.path else what
+
+
+def observation_parts(space: Any, env_name: str) -> List[ObservationPart]:
+    """The leaves of a Gymnasium (or gym) observation space, in flattening order.
+
+    Raises EnvError naming the first part that has no fixed-size vector.
+    """
+    parts: List[ObservationPart] = []
+    _collect(space, "", env_name, parts)
+    if not parts:
+        raise EnvError(f"{env_name} has an empty observation space ({space}): nothing to learn.")
+    return parts
+
+
+def is_flat_box(space: Any) -> bool:
+    """True for a Box observation, which is taken as it is (the common case)."""
+    return type(space).__name__ == "Box"
+
+
+def is_one_vector(parts: List[ObservationPart]) -> bool:
+    """True for one Box vector: observations a run takes as they are (nothing to say)."""
+    return len(parts) == 1 and parts[0].kind == VECTOR and parts[0].space == "Box"
+
+
+def describe_parts(parts: List[ObservationPart]) -> str:
+    """One line: what the env observes and how a run takes it in."""
+    total = sum(p.size for p in parts)
+    listed = ", ".join(p.describe() for p in parts)
+    text = f"observations {listed}" if len(parts) == 1 else f"observations ({listed})"
+    text += f": one flat vector of {total} floats"
+    images = [p for p in parts if p.kind == IMAGE]
+    if images:
+        text += (
+            "; images are flattened into it as raw pixels for an MLP (sac_distributed has "
+            "no convolutional encoder yet), which learns little from pixels"
+        )
+    return text
+
+
+def image_layout(shape: Tuple[int, ...], dtype: Any) -> Tuple[bool, bool]:
+    """(is an image, channels first) for a Box of `shape` and `dtype`."""
+    if len(shape) != 3 or np.dtype(dtype) != np.uint8:
+        return False, False
+    channels_first = shape[0] < min(shape[1], shape[2])
+    return True, bool(channels_first)
+
+
+def _collect(space: Any, path: str, env_name: str, parts: List[ObservationPart]) -> None:
+    name = type(space).__name__
+    if name in ("Dict", "Tuple"):
+        children = space.spaces.items() if name == "Dict" else enumerate(space.spaces)
+        for key, child in children:
+            _collect(child, f"{path}/{key}" if path else str(key), env_name, parts)
+        return
+    if name == "Box":
+        shape = tuple(int(d) for d in space.shape)
+        image, first = image_layout(shape, space.dtype)
+        parts.append(
+            ObservationPart(
+                path=path,
+                kind=IMAGE if image else VECTOR,
+                space=name,
+                shape=shape,
+                dtype=np.dtype(space.dtype).name,
+                channels_first=first,
+                size=int(np.prod(shape, dtype=np.int64)),
+            )
+        )
+        return
+    if name in _ONE_HOT:
+        parts.append(
+            ObservationPart(
+                path=path,
+                kind=VECTOR,
+                space=name,
+                shape=tuple(int(d) for d in (space.shape or ())),
+                dtype=np.dtype(space.dtype).name,
+                size=_one_hot_size(space),
+            )
+        )
+        return
+    where = f"its observation part {path!r} is" if path else "its observations are"
+    if name in _NO_FIXED_VECTOR:
+        raise EnvError(
+            f"{env_name}: {where} a {name} space, which has no fixed-size vector of numbers "
+            "for SAC's networks. Encode it as a Box (e.g. token ids padded to a fixed length) "
+            "in a factory (--env_name=my_module:make_env)."
+        )
+    raise EnvError(
+        f"{env_name}: {where} a {name} space, which sac_distributed cannot read. Give the env "
+        "Box, Discrete, MultiDiscrete or MultiBinary observations (or a Dict or Tuple of them)."
+    )
+
+
+def _one_hot_size(space: Any) -> int:
+    name = type(space).__name__
+    if name == "Discrete":
+        return int(space.n)
+    if name == "MultiDiscrete":
+        return int(np.sum(space.nvec))
+    return int(np.prod(space.shape, dtype=np.int64))  # MultiBinary: one 0/1 per element
