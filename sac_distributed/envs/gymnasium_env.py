@@ -19,7 +19,8 @@ their order: `observations`).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional
 
 import numpy as np
 from tf_agents.environments import py_environment, wrappers
@@ -38,11 +39,12 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._env = env
         self._name = name or str(getattr(env, "spec", None) and env.spec.id)
         space = env.observation_space
-        self._flatten = None if observations.is_flat_box(space) else space
-        if self._flatten is not None:
+        self._flatten: Optional[Callable[[Any], np.ndarray]] = None
+        if not observations.is_flat_box(space):
             from gymnasium.spaces import utils
 
-            space = utils.flatten_space(self._flatten)
+            self._flatten = functools.partial(utils.flatten, space)
+            space = utils.flatten_space(space)
         self._observation_spec = _box_spec(space, np.float32, "observation")
         self._action_spec = _box_spec(env.action_space, env.action_space.dtype, "action")
         self._seed: Optional[int] = None
@@ -87,9 +89,7 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
 
     def _observation(self, observation: Any) -> np.ndarray:
         if self._flatten is not None:
-            from gymnasium.spaces import utils
-
-            observation = utils.flatten(self._flatten, observation)
+            observation = self._flatten(observation)
         return np.asarray(observation, dtype=np.float32)
 
 

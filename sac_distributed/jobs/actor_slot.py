@@ -13,13 +13,13 @@ files stay consistent because only one live actor writes them).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 from typing import IO, Optional
 
 from sac_distributed import paths
 from sac_distributed.errors import RunOwnedError
+from sac_distributed.jobs import file_lock
 
 
 class ActorSlot:
@@ -37,7 +37,8 @@ class ActorSlot:
         """
         index = 0 if claim else task
         while True:
-            handle = _try_lock(paths.actor_lock_path(root_dir, index))
+            holder = f"pid {os.getpid()} on host {socket.gethostname()}"
+            handle = file_lock.try_lock(paths.actor_lock_path(root_dir, index), holder)
             if handle is not None:
                 return ActorSlot(index, handle)
             if not claim:
@@ -56,28 +57,9 @@ class ActorSlot:
         self.release()
 
 
-def _try_lock(path: str) -> Optional[IO[str]]:
-    """The open, locked file with this process named in it; None if another holds it."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    handle.truncate(0)
-    handle.write(f"pid {os.getpid()} on host {socket.gethostname()}\n")
-    handle.flush()
-    return handle
-
-
 def _held_message(root_dir: str, task: int) -> str:
     path = paths.actor_lock_path(root_dir, task)
-    try:
-        with open(path) as f:
-            holder = f.read().strip() or "an actor that has not named itself yet"
-    except OSError:
-        holder = "another actor"
+    holder = file_lock.holder_of(path, "an actor that has not named itself yet")
     return (
         f"Another actor ({holder}) runs as task {task} of this root_dir ({path} is "
         "locked). Two actors with one index would write one episodes.csv and one "

@@ -11,7 +11,6 @@ they name as variable container (launchers pass shard 0).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from typing import Callable, Optional
@@ -24,7 +23,7 @@ from sac_distributed import paths
 from sac_distributed.config import ServerConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.errors import PortInUseError, RunOwnedError
-from sac_distributed.jobs import ownership
+from sac_distributed.jobs import file_lock, ownership
 from sac_distributed.replay import (
     REPLAY_TABLE,
     TransitionCounts,
@@ -107,23 +106,14 @@ class ShardLock:
         self._file = None
 
     def __enter__(self) -> ShardLock:
-        os.makedirs(os.path.dirname(self._path), exist_ok=True)
-        handle = open(self._path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
+        self._file = file_lock.try_lock(self._path, f"pid {os.getpid()}")
+        if self._file is None:
+            holder = file_lock.holder_of(self._path, "unknown")
             raise RunOwnedError(
                 f"Another sac-reverb-server ({holder}) already serves replay shard "
                 f"{self._shard} of this root_dir ({self._path} is locked). Stop it first, "
                 "or start this one with another --replay_shard or --root_dir."
-            ) from None
-        handle.truncate(0)
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
-        self._file = handle
+            )
         return self
 
     def __exit__(self, *exc) -> None:
