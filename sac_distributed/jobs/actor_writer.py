@@ -177,15 +177,25 @@ class ActorWriter:
         )
 
     def reopen_home(self) -> None:
-        """After a full reconnect: a new writer to the home shard."""
+        """After a full reconnect: a new writer to the home shard (said and counted as
+        a move when the actor was away from it)."""
+        away = self.shard
         self.shard = self.home
         self.open()
+        if away != self.home:
+            self._moved()
 
     def _move_to(self, shard: int) -> None:
         self.shard = shard
         self.open()
+        self._moved()
+
+    def _moved(self) -> None:
         logging.info(
-            "Actor %d: writing to replay shard %d (home shard %d).", self._task, shard, self.home
+            "Actor %d: writing to replay shard %d (home shard %d).",
+            self._task,
+            self.shard,
+            self.home,
         )
         self._stats.shard_moves += 1
 

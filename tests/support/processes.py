@@ -142,9 +142,17 @@ def wait_for_log(
                     f"{_log_tail(proc)}"
                 )
         time.sleep(0.2)
+    text = read(path)
     pytest.fail(
-        f"waited {deadline_s} s for {path} to log {pattern!r}; it did not:\n{read(path)[-3000:]}"
+        f"waited {deadline_s} s for {path} to log {pattern!r}; it did not.\n"
+        f"Its warnings and errors:\n{_warnings(text)}\nIts end:\n{text[-3000:]}"
     )
+
+
+def _warnings(text: str, limit: int = 40) -> str:
+    """The log's absl warning and error lines (W.../E... prefixes), the last `limit`."""
+    lines = [line for line in text.splitlines() if re.match(r"[WEF]\d{4} ", line)]
+    return "\n".join(lines[-limit:]) or "(none)"
 
 
 def _log_tail(proc: subprocess.Popen) -> str:

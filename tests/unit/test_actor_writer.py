@@ -129,3 +129,23 @@ def test_returning_home_to_a_shard_that_fails_the_check_stays_away_and_retries(
     writer.close(timeout_ms=5_000)
     assert [_transitions_inserted(server) for server in three_servers] == [0, 4, 4]
     assert stats.shard_moves == 2
+
+
+def test_a_full_reconnect_while_away_goes_home_and_says_so(three_servers, env_specs, caplog):
+    """After the loop's full reconnect the actor writes home again, logged as a move
+    (a test waiting for the actor to be home reads that line; CI once waited 600 s
+    for it after such a reconnect)."""
+    writer, _, layout, stats = _writer(three_servers, env_specs)
+    assert writer.leave_shard(RuntimeError("shard 1 went away")) is True
+    writer.release()
+    writer._connection.recover(RuntimeError("the variable container went away"))  # noqa: SLF001
+    with caplog.at_level("INFO"):
+        writer.reopen_home()
+    assert writer.shard == HOME and stats.shard_moves == 2
+    assert f"writing to replay shard {HOME} (home shard {HOME})" in caplog.text
+    _write_and_confirm(writer, layout)
+    writer.close(timeout_ms=5_000)
+    assert _transitions_inserted(three_servers[HOME]) == 4
+    caplog.clear()
+    writer.reopen_home()  # already home: no move to count or say
+    assert stats.shard_moves == 2 and "writing to replay shard" not in caplog.text
