@@ -661,9 +661,12 @@ def render(root: str = REPO_ROOT) -> Dict[str, str]:
     with open(readme_path) as f:
         readme = f.read()
     block = glance_table(root, tracked, links=True) + "\n" + GLANCE_NOTE + "\n"
+    from benchmarks.report import untuned  # it builds on this module's cells
+
     return {
         GLANCE_FILE: header + glance + "\n" + GLANCE_NOTE + "\n",
         BY_ENV_FILE: header + "\n".join(by_env) + "\n" + BY_ENV_NOTE + "\n",
+        untuned.FILE: untuned.render(root, tracked),
         README: replace_block(readme, block),
     }
 

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from benchmarks.learning_report import Point
-from benchmarks.report import tables
+from benchmarks.learning_report import Point, Run
+from benchmarks.report import tables, untuned
 
 REPO = tables.REPO_ROOT
 
@@ -16,7 +16,7 @@ REPO = tables.REPO_ROOT
 def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
     written = tables.write(str(tmp_path))
     assert sorted(os.path.relpath(p, tmp_path) for p in written) == sorted(
-        [tables.GLANCE_FILE, tables.BY_ENV_FILE, tables.README]
+        [tables.GLANCE_FILE, tables.BY_ENV_FILE, untuned.FILE, tables.README]
     )
     for path in written:
         rel = os.path.relpath(path, tmp_path)
@@ -111,3 +111,21 @@ def test_the_readme_block_is_replaced_between_its_markers_only():
     assert "old table" not in new and "| new |\n" + tables.GLANCE_END + "\nafter\n" in new
     with pytest.raises(ValueError, match="markers"):
         tables.replace_block("no markers here", "| new |\n")
+
+
+def _run(returns, seed=0):
+    points = [Point(i, 1000 * (i + 1), r, float(i)) for i, r in enumerate(returns)]
+    return Run("Untuned-v0", "g", seed, 0.0, points, budget=untuned.BUDGET)
+
+
+def test_untuned_reach_is_ninety_percent_of_sb3s_median_gain_and_never_counts_last():
+    sb3 = [_run([0.0, 50.0] + [0.0] * 27 + [100.0], s) for s in range(3)]
+    # Median first return 0, median return at 30k 100: reach at 90.
+    assert untuned.reach_threshold(sb3) == 90.0
+    assert untuned.first_reach(_run([0, 10, 95, 20] + [0] * 26), 90.0) == 3000
+    assert untuned.first_reach(_run([0] * 30), 90.0) is None
+    assert untuned.median_reach([3000, None, 5000]) == 5000
+    assert untuned.median_reach([3000, None, None]) is None
+    assert untuned.median_reach([3000, 4000]) == 3500
+    # An SB3 that gains nothing (Swimmer-v5's first evaluation is its best): no reach.
+    assert untuned.reach_threshold([_run([50.0] * 30 + [40.0])]) is None

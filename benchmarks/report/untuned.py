@@ -1,0 +1,124 @@
+"""Envs nobody tuned a preset for: ours against SB3's SAC with its own defaults.
+
+The yardstick of issue 73. For each env, SB3-defaults' gain is the median over its
+seeds of (return at the budget - first evaluation's return); a run "reaches" at the
+first greedy evaluation whose return is at least the SB3 seeds' median first return
+plus 90 % of that gain. A cell gives the median over the row's seeds (a seed that
+never reaches counts as later than any that does) and then each seed's value;
+"ratio" is that median over SB3-defaults' median. Generated with the other results
+tables (`python benchmarks/learning_report.py tables`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import List, Optional, Sequence, Set
+
+from benchmarks.learning_report import Run, return_at
+from benchmarks.report import tables
+
+DIRECTORY = "learning_defaults_30k"
+BUDGET = 30_000
+SHARE = 0.9
+MARKS = (10_000, BUDGET)
+ENVS = (
+    "InvertedPendulum-v5",
+    "InvertedDoublePendulum-v5",
+    "Reacher-v5",
+    "Pusher-v5",
+    "Swimmer-v5",
+)
+SB3 = ("sb3defaults-preset", 'SB3, its own defaults (`SAC("MlpPolicy", env)`)')
+OURS = (
+    ("ours-preset", "ours, generic defaults, no flag but the budget"),
+    ("ours-sb3like", "ours, `sb3like`: 100 warm-up steps, PyTorch's init, pulls every 10"),
+    ("ours-sb3like_ent", "ours, `sb3like` + SB3's target entropy -dim(A)"),
+)
+FILE = "docs/generated/untuned-vs-sb3-defaults.md"
+NOTE = (
+    "No preset for these envs. 30k env steps, greedy 10-episode evaluations every 1k, "
+    "one SGD step per env step for every row. Reach: the first evaluation at or above "
+    "SB3-defaults' median first return plus 90 % of its median gain by 30k; cells give "
+    "the median over seeds, then each seed (never: not within the budget); ratio: the "
+    "median over SB3's. Returns: median [min, max] at the mark. Runs: "
+    f"`benchmarks/results/{DIRECTORY}/`; command: `python benchmarks/learning.py "
+    "--systems=ours,sb3defaults --env_steps=30000 --eval_every=1000 --seeds=0,1,2` "
+    "with the row's variant."
+)
+
+
+def _runs(root: str, tracked: Optional[Set[str]], env_name: str, group: str) -> List[Run]:
+    return tables.load_set(root, tables._set(env_name, group, (DIRECTORY, group)), tracked)
+
+
+def reach_threshold(sb3_runs: Sequence[Run]) -> Optional[float]:
+    """SB3's median first return plus SHARE of its median gain by the budget; None
+    without SB3 runs or where SB3's median gains nothing (reach is then undefined)."""
+    starts = [run.points[0].average_return for run in sb3_runs if run.points]
+    ends = [return_at(run.points, BUDGET) for run in sb3_runs]
+    if not starts or any(end is None for end in ends):
+        return None
+    start = statistics.median(starts)
+    gain = statistics.median(ends) - start
+    return start + SHARE * gain if gain > 0 else None
+
+
+def first_reach(run: Run, threshold: float) -> Optional[int]:
+    """Env steps of the first evaluation at or above `threshold`; None if none is."""
+    for point in run.points:
+        if point.env_steps <= BUDGET * 1.05 and point.average_return >= threshold:
+            return point.env_steps
+    return None
+
+
+def median_reach(reaches: Sequence[Optional[int]]) -> Optional[float]:
+    """The median, a never-reaching seed counting as later than every other."""
+    ordered = sorted(reaches, key=lambda r: float("inf") if r is None else r)
+    middle = ordered[(len(ordered) - 1) // 2 : len(ordered) // 2 + 1]
+    if any(r is None for r in middle):
+        return None
+    return statistics.median(middle)
+
+
+def _k(steps: Optional[float]) -> str:
+    return "never" if steps is None else f"{steps / 1000:.1f}k"
+
+
+def env_table(root: str, tracked: Optional[Set[str]], env_name: str) -> str:
+    sb3_runs = _runs(root, tracked, env_name, SB3[0])
+    if not sb3_runs:
+        return ""
+    threshold = reach_threshold(sb3_runs)
+    reach_title = "reach: none (SB3's median gains nothing by 30k)"
+    if threshold is not None:
+        reach_title = f"reach {threshold:.0f}"
+    header = ["runs", "seeds", reach_title, "ratio"]
+    header += [f"@{m // 1000}k" for m in MARKS]
+    lines = [f"#### {env_name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    sb3_median = None
+    if threshold is not None:
+        sb3_median = median_reach([first_reach(run, threshold) for run in sb3_runs])
+    for group, label in (SB3, *OURS):
+        runs = sb3_runs if group == SB3[0] else _runs(root, tracked, env_name, group)
+        if not runs:
+            continue
+        reach, ratio = "–", "–"
+        if threshold is not None:
+            reaches = [first_reach(run, threshold) for run in runs]
+            median = median_reach(reaches)
+            if median is not None and sb3_median:
+                ratio = f"{median / sb3_median:.2f}x"
+            reach = f"{_k(median)} ({', '.join(_k(r) for r in reaches)})"
+        returns = [
+            tables.stats_cell([return_at(run.points, m) for run in runs], 0, len(runs))
+            for m in MARKS
+        ]
+        seeds = tables.seeds_text([run.seed for run in runs])
+        lines.append("| " + " | ".join([label, seeds, reach, ratio, *returns]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(root: str, tracked: Optional[Set[str]]) -> str:
+    header = f"<!-- Generated by `{tables.COMMAND}` from the committed runs: do not edit. -->\n\n"
+    envs = [text for text in (env_table(root, tracked, env) for env in ENVS) if text]
+    return header + "\n".join(envs) + "\n" + NOTE + "\n"
