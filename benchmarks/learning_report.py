@@ -254,7 +254,7 @@ def holds(points: Sequence[Point], reach: float, level: float, share: float) -> 
     None when there is nothing to judge: the run never reached `reach`, or
     reached it only at its last evaluation.
     """
-    index = _first_reach(points, reach)
+    index = first_reach(points, reach)
     if index is None or index == len(points) - 1:
         return None
     later = points[index + 1 :]
@@ -266,10 +266,11 @@ def hold_status(points: Sequence[Point], reach: float, level: float, share: floa
     held = holds(points, reach, level, share)
     if held is not None:
         return "yes" if held else "NO"
-    return "never" if _first_reach(points, reach) is None else "last-eval-only"
+    return "never" if first_reach(points, reach) is None else "last-eval-only"
 
 
-def _first_reach(points: Sequence[Point], reach: float) -> Optional[int]:
+def first_reach(points: Sequence[Point], reach: float) -> Optional[int]:
+    """The index of the first evaluation at or above `reach`; None if none is."""
     return next((i for i, p in enumerate(points) if p.average_return >= reach - 1e-6), None)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import List, Optional, Sequence, Set
 
+from benchmarks import learning_report
 from benchmarks.learning_report import Run, return_at
 from benchmarks.report import tables
 
@@ -48,7 +49,7 @@ NOTE = (
 
 
 def _runs(root: str, tracked: Optional[Set[str]], env_name: str, group: str) -> List[Run]:
-    return tables.load_set(root, tables._set(env_name, group, (DIRECTORY, group)), tracked)
+    return tables.load_set(root, tables.RunSet(env_name, group, ((DIRECTORY, group),)), tracked)
 
 
 def reach_threshold(sb3_runs: Sequence[Run]) -> Optional[float]:
@@ -64,11 +65,11 @@ def reach_threshold(sb3_runs: Sequence[Run]) -> Optional[float]:
 
 
 def first_reach(run: Run, threshold: float) -> Optional[int]:
-    """Env steps of the first evaluation at or above `threshold`; None if none is."""
-    for point in run.points:
-        if point.env_steps <= BUDGET * 1.05 and point.average_return >= threshold:
-            return point.env_steps
-    return None
+    """Env steps of the first evaluation within the budget at or above `threshold`;
+    None if none is."""
+    points = [p for p in run.points if p.env_steps <= BUDGET * 1.05]
+    index = learning_report.first_reach(points, threshold)
+    return None if index is None else points[index].env_steps
 
 
 def median_reach(reaches: Sequence[Optional[int]]) -> Optional[float]:

@@ -134,7 +134,7 @@ def test_returning_home_to_a_shard_that_fails_the_check_stays_away_and_retries(
 def test_a_full_reconnect_while_away_goes_home_and_says_so(three_servers, env_specs, caplog):
     """After the loop's full reconnect the actor writes home again, logged as a move
     (a test waiting for the actor to be home reads that line; CI once waited 600 s
-    for it after such a reconnect)."""
+    for it, likely after such a reconnect)."""
     writer, _, layout, stats = _writer(three_servers, env_specs)
     assert writer.leave_shard(RuntimeError("shard 1 went away")) is True
     writer.release()
