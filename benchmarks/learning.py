@@ -211,8 +211,8 @@ def _ours_command(spec: RunSpec, budget: Budget, hp, work: str) -> List[str]:
         f"--env_name={spec.env_name}",
         f"--seed={spec.seed}",
         f"--num_iterations={train_steps}",
-        # The warm-up the budget assumed: without a preset, the run's own default
-        # scales with --num_iterations (a tenth), so its env steps fell short.
+        # The warm-up the budget assumed, spelled out so that the run's env steps
+        # add up to the budget whatever default the run would take.
         f"--initial_collect_steps={hp.initial_collect_steps}",
         *_rate_flag(hp, budget),
         f"--eval_interval={max(1, int(round(budget.eval_every * budget.utd)))}",

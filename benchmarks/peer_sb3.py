@@ -81,9 +81,13 @@ def _box(gymnasium, space):
 
 
 def _target_entropy(hp: dict, action_dim: int) -> float:
-    """Ours: hparams' target_entropy, or TF-Agents' default -dim(A)/2 when unset."""
+    """Ours (Hyperparams.target_entropy_for): hparams' target_entropy, or
+    target_entropy_per_action_dim x dim(A) when unset (TF-Agents' -0.5 where runs
+    from before that field recorded none)."""
     value = hp.get("target_entropy")
-    return -action_dim / 2.0 if value is None else float(value)
+    if value is not None:
+        return float(value)
+    return float(hp.get("target_entropy_per_action_dim", -0.5)) * action_dim
 
 
 # Our hyperparameters SB3's SAC has no counterpart for, with the value it always

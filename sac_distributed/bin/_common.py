@@ -108,8 +108,15 @@ flags.DEFINE_integer(
 flags.DEFINE_float(
     "target_entropy",
     None,
-    "Entropy the temperature steers the policy to (unset: TF-Agents' -dim(A)/2; the SAC "
-    "paper and SB3 use -dim(A)).",
+    "Entropy the temperature steers the policy to (unset: "
+    "--target_entropy_per_action_dim x dim(A)).",
+)
+flags.DEFINE_float(
+    "target_entropy_per_action_dim",
+    None,
+    "The target entropy per action dimension where --target_entropy is unset: -0.5 is "
+    "TF-Agents' -dim(A)/2 (the presets'), -1 the SAC paper's and SB3's -dim(A) (an env "
+    "without a preset).",
 )
 flags.DEFINE_boolean(
     "prioritized_replay",

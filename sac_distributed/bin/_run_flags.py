@@ -23,7 +23,9 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer("num_envs", None, "Environments per actor.")
 flags.DEFINE_integer(
-    "variable_update_interval", None, "Actor steps between weight pulls (actor default: 1000)."
+    "variable_update_interval",
+    None,
+    "Actor steps between weight pulls (default: 1000 for an env with a preset, 10 without).",
 )
 flags.DEFINE_float(
     "samples_per_insert_error_buffer",

@@ -130,9 +130,10 @@ def main() -> int:
     # A root_dir of another run is refused before any job starts (each job checks too).
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     if config.env_name not in config_lib.PRESETS:
-        print(
-            f"sac-launch: {config_lib.describe_generic_defaults(config.env_name, config.hparams)}"
+        banner = config_lib.describe_generic_defaults(
+            config.env_name, config.hparams, config.variable_update_interval
         )
+        print(f"sac-launch: {banner}")
         for line in untuned_warnings(config):
             print(f"sac-launch: warning: {line}", flush=True)
     if config.engine == "ray":

@@ -41,6 +41,8 @@ from sac_distributed.config.launch import ENGINES, LaunchConfig
 from sac_distributed.config.presets import (
     GENERIC_MAX_INTERVAL,
     GENERIC_PRESET,
+    GENERIC_VARIABLE_UPDATE_INTERVAL,
+    GENERIC_WARM_UP,
     PRESETS,
     describe_generic_defaults,
     generic_defaults,
@@ -57,6 +59,8 @@ __all__ = [
     "ENGINES",
     "GENERIC_MAX_INTERVAL",
     "GENERIC_PRESET",
+    "GENERIC_VARIABLE_UPDATE_INTERVAL",
+    "GENERIC_WARM_UP",
     "LEARNING_RATE_SCHEDULES",
     "MAX_N_STEP",
     "MAX_SEED",

@@ -71,9 +71,13 @@ class Hyperparams:
     # Rewards summed over n steps per replay transition (n-step returns; 1:
     # one-step SAC). Off-policy without correction, as in Acme's n-step adders.
     n_step: int = 1
-    # The policy entropy the learned temperature steers to. None: TF-Agents'
-    # default, -dim(A)/2; the SAC paper (and SB3) use -dim(A).
+    # The policy entropy the learned temperature steers to. None:
+    # target_entropy_per_action_dim x dim(A) (below).
     target_entropy: Optional[float] = None
+    # The target entropy per action dimension where target_entropy is unset:
+    # -0.5 is TF-Agents' default (-dim(A)/2); -1 the SAC paper's and SB3's
+    # (-dim(A)), which an env without a preset trains with (presets.py).
+    target_entropy_per_action_dim: float = -0.5
     # Prioritized replay (Schaul et al. 2016; Ape-X): items are sampled with
     # probability ~ priority ** priority_exponent, new items enter at the
     # highest priority set so far, the learner sets priorities to |TD error|
@@ -124,6 +128,12 @@ class Hyperparams:
     # For ablation studies of CrossQ only: names from algorithm/crossq/config.py's
     # ABLATIONS, each turning one of its pieces back to SAC's. Empty: as published.
     crossq_ablations: Tuple[str, ...] = ()
+
+    def target_entropy_for(self, action_dims: int) -> float:
+        """The target entropy of a policy over `action_dims` action dimensions."""
+        if self.target_entropy is not None:
+            return float(self.target_entropy)
+        return self.target_entropy_per_action_dim * action_dims
 
     @property
     def policy_log_std_range(self) -> Optional[Tuple[float, float]]:
@@ -250,6 +260,12 @@ def _check_options(hp: Hyperparams) -> None:
         hp.target_entropy is None
         or (isinstance(hp.target_entropy, (int, float)) and math.isfinite(hp.target_entropy)),
         f"target_entropy must be a finite number or unset, got {hp.target_entropy!r}.",
+    )
+    _require(
+        _is_number(hp.target_entropy_per_action_dim)
+        and math.isfinite(hp.target_entropy_per_action_dim),
+        "target_entropy_per_action_dim must be a finite number (-0.5: TF-Agents' "
+        f"-dim(A)/2; -1: SB3's -dim(A)), got {hp.target_entropy_per_action_dim!r}.",
     )
 
 

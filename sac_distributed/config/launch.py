@@ -17,7 +17,11 @@ from sac_distributed.config.checks import (
 )
 from sac_distributed.config.hyperparams import DEFAULT_ENV_NAME, Hyperparams
 from sac_distributed.config.jobs import _require_num_replay_shards
-from sac_distributed.config.presets import hyperparams_for
+from sac_distributed.config.presets import (
+    GENERIC_VARIABLE_UPDATE_INTERVAL,
+    PRESETS,
+    hyperparams_for,
+)
 
 # Who starts the jobs: sac-launch's own Supervisor (a process each), a Ray cluster, or
 # sac-launch as threads of its own process (thread_launch.py).
@@ -39,7 +43,9 @@ class LaunchConfig:
     shard_probe_interval_s: float = 15.0  # how often clients ping a lost replay shard
     seed: Optional[int] = None  # for the learner, actors (each its own) and evaluator
     num_envs: Optional[int] = None  # per actor; None: ActorConfig's default
-    variable_update_interval: Optional[int] = None  # None: ActorConfig's default
+    # None: ActorConfig's default, or GENERIC_VARIABLE_UPDATE_INTERVAL for an env
+    # without a preset.
+    variable_update_interval: Optional[int] = None
     # The servers' SampleToInsertRatio tolerance; None: ServerConfig's derived one.
     samples_per_insert_error_buffer: Optional[float] = None
     strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
@@ -58,6 +64,8 @@ class LaunchConfig:
         parse_env_kwargs(self.env_kwargs)
         if self.hparams is None:
             object.__setattr__(self, "hparams", hyperparams_for(self.env_name))
+        if self.variable_update_interval is None and self.env_name not in PRESETS:
+            object.__setattr__(self, "variable_update_interval", GENERIC_VARIABLE_UPDATE_INTERVAL)
         _require_positive_int("num_actors", self.num_actors)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)

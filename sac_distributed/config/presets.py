@@ -144,24 +144,33 @@ PRESETS: Mapping[str, Hyperparams] = {
         )
     },
 }
-# An env nobody tuned for clips the actor's log std to [-20, 2] (SB3's and TF-Agents'
-# std_clip_transform range): unclipped, observations in the thousands (Humanoid-v5's)
-# overflow the untrained actor's std and the first update is NaN. Untuned
-# InvertedPendulum-v5 reached 1000 on 3 seeds of 3 either way (learning_untuned/).
-GENERIC_PRESET = Hyperparams(clip_policy_log_std=True)
-# An env without a preset also gets, where no flag sets them, values scaled to the
-# run's length (generic_defaults): a tenth of num_iterations as warm-up and between
-# evaluations (at most this), and one update per env step.
+# An env nobody tuned for trains with SB3's SAC defaults where they differ from
+# TF-Agents' and learned faster on untuned envs (issue 73; docs/tuning.md,
+# benchmarks/results/learning_defaults_30k/): PyTorch's layer start, SB3's target
+# entropy -dim(A), a 100-step random warm-up (generic_defaults) and actors that pull
+# weights every 10 env steps (GENERIC_VARIABLE_UPDATE_INTERVAL). It also clips the
+# actor's log std to [-20, 2] (SB3's and TF-Agents' std_clip_transform range):
+# unclipped, observations in the thousands (Humanoid-v5's) overflow the untrained
+# actor's std and the first update is NaN.
+GENERIC_PRESET = Hyperparams(
+    clip_policy_log_std=True, network_init="torch", target_entropy_per_action_dim=-1.0
+)
+# SB3's learning_starts: random env steps before the first update.
+GENERIC_WARM_UP = 100
+# Actor steps between weight pulls for an env without a preset (the actors' own default,
+# 1000, stays for the presets, whose published runs were trained with it).
+GENERIC_VARIABLE_UPDATE_INTERVAL = 10
+# An env without a preset also gets, where no flag sets them, a tenth of num_iterations
+# between evaluations (at most this) and one update per env step (generic_defaults).
 GENERIC_MAX_INTERVAL = 10_000
 
 
 def generic_defaults(base: Hyperparams, given: Mapping[str, Any]) -> Dict[str, Any]:
-    """For an env without a preset: the values that `given` (the flags) leaves unset,
-    scaled to the run's length.
+    """For an env without a preset: the values that `given` (the flags) leaves unset.
 
-    The presets' runs make about one SGD step per env step; so does
-    samples_per_insert = batch_size. A tenth of the run as random warm-up and
-    ten evaluations per run suit a 3,000-step first try and a 1M-step run alike.
+    One SGD step per env step (samples_per_insert = batch_size), as the presets'
+    runs make; GENERIC_WARM_UP random env steps (at most the replay's capacity); and
+    ten evaluations per run, which suit a 3,000-step first try and a 1M-step run alike.
     """
     run = {k: given.get(k, getattr(base, k)) for k in _GENERIC_INPUTS}
     if not all(_is_number(v) and v > 0 for v in run.values()):
@@ -169,11 +178,7 @@ def generic_defaults(base: Hyperparams, given: Mapping[str, Any]) -> Dict[str, A
     tenth = max(1, int(run["num_iterations"]) // 10)
     derived = dict(
         samples_per_insert=float(run["batch_size"]),
-        initial_collect_steps=min(
-            GENERIC_MAX_INTERVAL,
-            int(run["replay_buffer_capacity"]),
-            max(int(run["batch_size"]), tenth),
-        ),
+        initial_collect_steps=min(GENERIC_WARM_UP, int(run["replay_buffer_capacity"])),
         eval_interval=min(GENERIC_MAX_INTERVAL, tenth),
     )
     return {k: v for k, v in derived.items() if k not in given}
@@ -198,17 +203,26 @@ def preset_defaults(base: Hyperparams, given: Mapping[str, Any]) -> Dict[str, An
     return {"samples_per_insert": float(batch_size)}
 
 
-def describe_generic_defaults(env_name: str, hparams: Hyperparams) -> str:
+def describe_generic_defaults(
+    env_name: str, hparams: Hyperparams, variable_update_interval: int
+) -> str:
     """One line for a launcher's banner: what an env without a preset runs with."""
     spi = hparams.samples_per_insert
     rate = "no rate limit (samples_per_insert=0)"
     if spi:
         rate = f"samples_per_insert={spi:g} ({spi / hparams.batch_size:g} SGD steps per env step)"
+    entropy = (
+        f"target_entropy={hparams.target_entropy:g}"
+        if hparams.target_entropy is not None
+        else f"target_entropy_per_action_dim={hparams.target_entropy_per_action_dim:g}"
+    )
     return (
         f"no preset for {env_name}: generic defaults for {hparams.num_iterations} train "
         f"steps: {hparams.initial_collect_steps} random warm-up env steps, an evaluation every "
         f"{hparams.eval_interval} train steps, "
         + rate
+        + f", network_init={hparams.network_init}, {entropy}, actors pull weights every "
+        f"{variable_update_interval} env steps (variable_update_interval)"
         + _clip_text(hparams)
         + "; each has a flag of the same name"
     )

@@ -1,8 +1,9 @@
-"""An env without a preset gets defaults scaled to the run's length, and says so.
+"""An env without a preset gets SB3's defaults where they learn faster, and says so.
 
 About one SGD step per env step (samples_per_insert = batch_size, as the
-presets' runs make), a tenth of the run as random warm-up and ten evaluations
-per run, where no flag sets them; sac-launch's banner states them.
+presets' runs make), SB3's 100 random warm-up steps, PyTorch's layer start,
+SB3's target entropy -dim(A), actors pulling weights every 10 env steps, and
+ten evaluations per run, where no flag sets them; sac-launch's banner states them.
 """
 
 import csv
@@ -19,9 +20,9 @@ from sac_distributed import paths
 NO_PRESET = "MountainCarContinuous-v0"
 
 
-def test_a_short_run_gets_a_short_warm_up_ten_evaluations_and_one_update_per_env_step():
+def test_a_short_run_gets_ten_evaluations_sb3s_warm_up_and_one_update_per_env_step():
     hparams = config_lib.hyperparams_for(NO_PRESET, {"num_iterations": 3000})
-    assert hparams.initial_collect_steps == 300
+    assert hparams.initial_collect_steps == config_lib.GENERIC_WARM_UP == 100
     assert hparams.eval_interval == 300
     assert hparams.samples_per_insert == hparams.batch_size == 256
 
@@ -29,21 +30,53 @@ def test_a_short_run_gets_a_short_warm_up_ten_evaluations_and_one_update_per_env
 def test_a_long_run_keeps_the_generic_intervals():
     hparams = config_lib.hyperparams_for(NO_PRESET)
     assert hparams.num_iterations == config_lib.GENERIC_PRESET.num_iterations
-    assert hparams.initial_collect_steps == 10_000
+    assert hparams.initial_collect_steps == 100
     assert hparams.eval_interval == 10_000
     assert hparams.samples_per_insert == 256
 
 
-def test_the_rate_follows_the_batch_size_and_the_warm_up_fills_one_batch():
+def test_the_rate_follows_the_batch_size():
     hparams = config_lib.hyperparams_for(NO_PRESET, {"num_iterations": 50, "batch_size": 32})
     assert hparams.samples_per_insert == 32
-    assert hparams.initial_collect_steps == 32  # a tenth (5) would not fill a batch
+    assert hparams.initial_collect_steps == 100
     assert hparams.eval_interval == 5
 
 
 def test_the_warm_up_fits_a_small_replay():
-    hparams = config_lib.hyperparams_for(NO_PRESET, {"replay_buffer_capacity": 2000})
-    assert hparams.initial_collect_steps == 2000
+    given = {"replay_buffer_capacity": 50, "batch_size": 16}
+    assert config_lib.hyperparams_for(NO_PRESET, given).initial_collect_steps == 50
+
+
+def test_sb3s_network_start_and_target_entropy_unless_a_flag_says_otherwise():
+    hparams = config_lib.hyperparams_for(NO_PRESET)
+    assert hparams.network_init == "torch"
+    assert hparams.target_entropy is None
+    assert hparams.target_entropy_for(3) == -3.0  # SB3's -dim(A)
+    given = {"network_init": "glorot", "target_entropy_per_action_dim": -0.5}
+    told = config_lib.hyperparams_for(NO_PRESET, given)
+    assert (told.network_init, told.target_entropy_for(3)) == ("glorot", -1.5)
+    assert (
+        config_lib.hyperparams_for(NO_PRESET, {"target_entropy": -2.0}).target_entropy_for(3)
+        == -2.0
+    )
+
+
+def test_a_preset_keeps_tf_agents_target_entropy_and_glorot_start():
+    pendulum = config_lib.hyperparams_for("Pendulum-v1")
+    assert (pendulum.network_init, pendulum.target_entropy_for(1)) == ("glorot", -0.5)
+    assert config_lib.hyperparams_for("HalfCheetah-v5").target_entropy_for(6) == -6.0
+
+
+def test_actors_pull_weights_every_ten_env_steps_without_a_preset():
+    generic = config_lib.LaunchConfig(root_dir="/tmp/unused", env_name=NO_PRESET)
+    assert generic.variable_update_interval == config_lib.GENERIC_VARIABLE_UPDATE_INTERVAL == 10
+    told = config_lib.LaunchConfig(
+        root_dir="/tmp/unused", env_name=NO_PRESET, variable_update_interval=500
+    )
+    assert told.variable_update_interval == 500
+    preset = config_lib.LaunchConfig(root_dir="/tmp/unused", env_name="Pendulum-v1")
+    assert preset.variable_update_interval is None  # the actors' own default
+    assert config_lib.ActorConfig.variable_update_interval == 1000
 
 
 def test_flags_win_over_the_derived_values():
@@ -71,12 +104,15 @@ def test_presets_are_unchanged(env_name):
 
 def test_the_banner_line_names_each_value():
     hparams = config_lib.hyperparams_for(NO_PRESET, {"num_iterations": 3000})
-    assert config_lib.describe_generic_defaults(NO_PRESET, hparams) == (
-        f"no preset for {NO_PRESET}: generic defaults for 3000 train steps: 300 random "
+    assert config_lib.describe_generic_defaults(NO_PRESET, hparams, 10) == (
+        f"no preset for {NO_PRESET}: generic defaults for 3000 train steps: 100 random "
         "warm-up env steps, an evaluation every 300 train steps, samples_per_insert=256 "
-        "(1 SGD steps per env step), the actor's log std clipped to [-20, 2] "
-        "(clip_policy_log_std); each has a flag of the same name"
+        "(1 SGD steps per env step), network_init=torch, target_entropy_per_action_dim=-1, "
+        "actors pull weights every 10 env steps (variable_update_interval), the actor's "
+        "log std clipped to [-20, 2] (clip_policy_log_std); each has a flag of the same name"
     )
+    told = config_lib.hyperparams_for(NO_PRESET, {"target_entropy": -2.5})
+    assert "target_entropy=-2.5," in config_lib.describe_generic_defaults(NO_PRESET, told, 10)
 
 
 @pytest.mark.slow
@@ -110,11 +146,12 @@ def test_a_short_run_without_a_preset_evaluates_often_and_is_rate_limited(tmp_pa
     banner = f"sac-launch: no preset for {NO_PRESET}: generic defaults for {iterations} train "
     assert banner in result.stdout, result.stdout[-3000:]
     assert "an evaluation every 10 train steps, samples_per_insert=32" in result.stdout
+    assert "actors pull weights every 10 env steps" in result.stdout
     with open(paths.results_path(root)) as f:
         rows = list(csv.DictReader(f))
     steps = [int(row["train_step"]) for row in rows]
     assert set(range(10, iterations + 1, 10)) <= set(steps), steps
-    warm_up = 32
+    warm_up = config_lib.GENERIC_WARM_UP
     env_steps = int(rows[-1]["env_steps"])
     # One update per env step, give or take the rate limiter's error buffer; actors
     # running free would have collected thousands meanwhile.

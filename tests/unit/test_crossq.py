@@ -273,3 +273,12 @@ def test_the_actor_takes_a_batch_of_any_outer_rank(env_specs):
     observations = tf.zeros([2, 4] + env_specs.observation.shape.as_list())
     distribution, _ = actor(observations, training=False)
     assert distribution.mode().shape == [2, 4] + env_specs.action.shape.as_list()
+
+
+@pytest.mark.parametrize("per_dim", [-0.5, -1.0])
+def test_crossqs_target_entropy_follows_the_per_action_dim_rule(env_specs, per_dim):
+    from sac_distributed.algorithm.crossq.update import CrossQAgent
+
+    hparams = crossq_hparams(target_entropy_per_action_dim=per_dim)
+    agent = CrossQAgent(env_specs, hparams, tf.Variable(0, dtype=tf.int64))
+    assert agent.target_entropy == pytest.approx(per_dim * env_specs.action.shape.num_elements())

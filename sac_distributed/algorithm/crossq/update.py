@@ -83,11 +83,7 @@ class CrossQAgent(tf.Module):
         self._target_tau = hparams.target_update_tau
         self._target_period = hparams.target_update_period
         self.log_alpha = tf.Variable(0.0, name="log_alpha")  # alpha starts at 1, as SacAgent's
-        action_dims = int(specs.action.shape.num_elements())
-        # TF-Agents' default, -dim(A)/2, unless the hyperparameters name one (as SAC's).
-        self.target_entropy = (
-            -action_dims / 2.0 if hparams.target_entropy is None else float(hparams.target_entropy)
-        )
+        self.target_entropy = hparams.target_entropy_for(int(specs.action.shape.num_elements()))
         self.gamma = hparams.gamma
         self.reward_scale = hparams.reward_scale_factor
         self._td_loss = td_errors_loss_fn(hparams.critic_loss)  # per row, as SacAgent's

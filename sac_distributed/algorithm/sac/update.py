@@ -76,7 +76,7 @@ def make_agent(
         td_errors_loss_fn=td_errors_loss_fn(hparams.critic_loss),
         gamma=hparams.gamma,
         reward_scale_factor=hparams.reward_scale_factor,
-        target_entropy=hparams.target_entropy,
+        target_entropy=hparams.target_entropy_for(int(specs.action.shape.num_elements())),
         train_step_counter=train_step,
     )
     if hparams.network_init == "torch":
