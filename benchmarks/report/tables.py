@@ -96,17 +96,24 @@ ANT = _set(
 )
 ANT_300K = _set("AntBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 MINITAUR = _set("MinitaurBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
-# A Gymnasium env nobody tuned for: no preset, so the generic defaults.
+# A Gymnasium env nobody tuned for: no preset, so the generic defaults (since
+# 2026-12-04 SB3's where they learned faster, run as the variant `sb3like_ent`).
 UNTUNED = _set(
     "InvertedPendulum-v5",
     "ours, no preset",
+    ("learning_defaults_30k", "ours-sb3like_ent"),
+    note="no preset: the generic defaults (100 warm-up steps, PyTorch's init, target "
+    "entropy -dim(A), actors pulling every 10 env steps; run as the variant `sb3like_ent`)",
+)
+UNTUNED_FORMER = _set(
+    "InvertedPendulum-v5",
+    "ours, no preset, former generic defaults (to 2026-12-04)",
     ("learning_untuned", "ours-clip"),
-    note="no preset: the generic defaults (the actor's log std clipped since 2026-12-02, "
-    "run as the variant `clip`) with the library's 10k random warm-up",
+    note="run as the variant `clip`, with the library's 10k random warm-up of then",
 )
 UNTUNED_UNCLIPPED = _set(
     "InvertedPendulum-v5",
-    "ours, no preset, former generic defaults (log std unclipped)",
+    "ours, no preset, generic defaults before 2026-12-02 (log std unclipped)",
     ("learning_untuned", "ours-preset"),
 )
 MUJOCO = {
@@ -460,7 +467,10 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
         ),
     ),
     "Humanoid-v5": ((50_000, 100_000), (MUJOCO["Humanoid-v5"],)),
-    "InvertedPendulum-v5": ((10_000, 20_000, 30_000), (UNTUNED, UNTUNED_UNCLIPPED)),
+    "InvertedPendulum-v5": (
+        (10_000, 20_000, 30_000),
+        (UNTUNED, UNTUNED_FORMER, UNTUNED_UNCLIPPED),
+    ),
 }
 
 

@@ -30,10 +30,20 @@ ENVS = (
     "Swimmer-v5",
 )
 SB3 = ("sb3defaults-preset", 'SB3, its own defaults (`SAC("MlpPolicy", env)`)')
+# The generic defaults since 2026-12-04 are `sb3like_ent`'s values (config/presets.py);
+# `preset` rows are the former ones, run before that change with no flag but the budget.
 OURS = (
-    ("ours-preset", "ours, generic defaults, no flag but the budget"),
+    (
+        "ours-sb3like_ent",
+        "ours, generic defaults (`sb3like` + SB3's target entropy -dim(A), since 2026-12-04)",
+    ),
+    ("ours-preset", "ours, former generic defaults (to 2026-12-04)"),
     ("ours-sb3like", "ours, `sb3like`: 100 warm-up steps, PyTorch's init, pulls every 10"),
-    ("ours-sb3like_ent", "ours, `sb3like` + SB3's target entropy -dim(A)"),
+    ("ours-sb3like_ent_pull1000", "ours, generic defaults but pulls every 1000 (the presets')"),
+    (
+        "ours-sb3like_ent_eps",
+        "ours, generic defaults + SB3's Adam epsilon 1e-8 and log-prob epsilon 1e-6",
+    ),
 )
 FILE = "docs/generated/untuned-vs-sb3-defaults.md"
 NOTE = (
