@@ -153,3 +153,30 @@ def test_pixel_replay_probe_returns_the_frames_written_in_both_layouts(tmp_path)
     assert pairs["transitions"] == frames["transitions"] == 240
     assert (pairs["items"], frames["items"]) == (240, 120)
     assert pairs["transitions_checked"] == 40 and frames["transitions_checked"] == 80
+
+
+def test_pixel_update_probe_times_every_action_path_and_both_update_modes(tmp_path):
+    """The probe's NumPy conv actor must give TensorFlow's greedy action (it exits
+    non-zero where they differ); its timings are measurements and go in
+    benchmarks/results, not here."""
+    out = tmp_path / "cost"
+    done = _run_python(
+        os.path.join(BENCHMARKS_DIR, "probe.py"),
+        "pixel_update_cost",
+        "--batch_sizes=2",
+        "--updates=1",
+        "--actions=1",
+        "--rounds=1",
+        f"--out={out}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    paths = {r["path"] for r in rows if r["kind"] == "action"}
+    assert paths == {"eager", "tf.function", "tf.function+xla", "numpy_im2col"}
+    assert {(r["batch_size"], r["xla"]) for r in rows if r["kind"] == "update"} == {
+        (2, False),
+        (2, True),
+    }
+    assert all(r["per_s"] > 0 for r in rows if r["kind"] == "update")
+    gap = [r for r in rows if r["kind"] == "action_check"][0]["numpy_max_abs_gap"]
+    assert gap <= 1e-4
