@@ -7,7 +7,8 @@ normalization and policy averaging, so every tracked object is there), and
 expected.npz, the acting variables the learner published at that step. Today's
 learner must restore every object under the names it was saved with, act with
 the same weights and train on; run_info.json's fields must still be the ones
-Hyperparams and the env loader write.
+Hyperparams and the env loader write, but for hyperparameters added since, whose
+defaults are the values those runs had.
 """
 
 import dataclasses
@@ -75,10 +76,17 @@ def test_the_learner_restores_and_trains_on_from_the_written_checkpoint(
     assert learner.latest_checkpoint.endswith(f"{paths.CHECKPOINT_PREFIX}-{STEPS_WRITTEN + 2}")
 
 
+# Hyperparameters added after d88b097, each with the value those runs trained with,
+# which must be its default, so that a run recorded without it resumes unchanged.
+ADDED_SINCE = {"target_entropy_per_action_dim": -0.5}
+
+
 @pytest.mark.parametrize("algorithm", ["sac", "crossq"])
 def test_run_info_holds_the_fields_written_today(algorithm):
     with open(os.path.join(RUNS, algorithm, paths.RUN_INFO_FILE)) as f:
         info = json.load(f)
-    assert set(info["hparams"]) == {f.name for f in dataclasses.fields(config_lib.Hyperparams)}
+    today = {f.name: f.default for f in dataclasses.fields(config_lib.Hyperparams)}
+    assert set(info["hparams"]) == set(today) - set(ADDED_SINCE)
+    assert {name: today[name] for name in ADDED_SINCE} == ADDED_SINCE
     written = {"env_name", "hparams", *env_sources.run_info_fields(info["env_name"], "")}
     assert set(info) == written
