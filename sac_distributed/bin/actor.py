@@ -19,7 +19,11 @@ flags.DEFINE_bool(
     "Kubernetes Deployment).",
 )
 flags.DEFINE_integer("num_envs", 1, "Environments stepped together with one policy call.")
-flags.DEFINE_integer("variable_update_interval", 1000, "Actor steps between weight pulls.")
+flags.DEFINE_integer(
+    "variable_update_interval",
+    None,
+    "Actor steps between weight pulls (default: 1000 for an env with a preset, 10 without).",
+)
 flags.DEFINE_integer("max_env_steps", None, "Stop after this many env steps (default: never).")
 FLAGS = flags.FLAGS
 
@@ -34,10 +38,18 @@ def _config_from_flags() -> config_lib.ActorConfig:
         task=FLAGS.task,
         claim_task=FLAGS.claim_task,
         num_envs=FLAGS.num_envs,
-        variable_update_interval=FLAGS.variable_update_interval,
         max_env_steps=FLAGS.max_env_steps,
         seed=FLAGS.seed,
+        **_pull_interval(),
     )
+
+
+def _pull_interval() -> dict:
+    """The flag's interval, else the env's default (none given: ActorConfig's)."""
+    interval = config_lib.variable_update_interval_for(
+        FLAGS.env_name, FLAGS.variable_update_interval
+    )
+    return {} if interval is None else {"variable_update_interval": interval}
 
 
 def main() -> None:

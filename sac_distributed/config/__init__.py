@@ -48,6 +48,7 @@ from sac_distributed.config.presets import (
     generic_defaults,
     hyperparams_for,
     untuned_warnings,
+    variable_update_interval_for,
 )
 from sac_distributed.errors import ConfigError  # raised by every check; importable here too
 
@@ -83,4 +84,5 @@ __all__ = [
     "parse_env_kwargs",
     "validate_address",
     "validate_rate_limit",
+    "variable_update_interval_for",
 ]

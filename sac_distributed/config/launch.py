@@ -17,11 +17,7 @@ from sac_distributed.config.checks import (
 )
 from sac_distributed.config.hyperparams import DEFAULT_ENV_NAME, Hyperparams
 from sac_distributed.config.jobs import _require_num_replay_shards
-from sac_distributed.config.presets import (
-    GENERIC_VARIABLE_UPDATE_INTERVAL,
-    PRESETS,
-    hyperparams_for,
-)
+from sac_distributed.config.presets import hyperparams_for, variable_update_interval_for
 
 # Who starts the jobs: sac-launch's own Supervisor (a process each), a Ray cluster, or
 # sac-launch as threads of its own process (thread_launch.py).
@@ -64,8 +60,8 @@ class LaunchConfig:
         parse_env_kwargs(self.env_kwargs)
         if self.hparams is None:
             object.__setattr__(self, "hparams", hyperparams_for(self.env_name))
-        if self.variable_update_interval is None and self.env_name not in PRESETS:
-            object.__setattr__(self, "variable_update_interval", GENERIC_VARIABLE_UPDATE_INTERVAL)
+        interval = variable_update_interval_for(self.env_name, self.variable_update_interval)
+        object.__setattr__(self, "variable_update_interval", interval)
         _require_positive_int("num_actors", self.num_actors)
         _require(0 <= self.port <= 65535, f"port must be in [0, 65535], got {self.port}.")
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)

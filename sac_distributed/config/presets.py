@@ -160,6 +160,16 @@ GENERIC_WARM_UP = 100
 # Actor steps between weight pulls for an env without a preset (the actors' own default,
 # 1000, stays for the presets, whose published runs were trained with it).
 GENERIC_VARIABLE_UPDATE_INTERVAL = 10
+
+
+def variable_update_interval_for(env_name: str, given: Optional[int]) -> Optional[int]:
+    """The actors' weight-pull interval: the flag's, else GENERIC_VARIABLE_UPDATE_INTERVAL
+    for an env without a preset, else None (ActorConfig's default, the presets')."""
+    if given is not None or env_name in PRESETS:
+        return given
+    return GENERIC_VARIABLE_UPDATE_INTERVAL
+
+
 # An env without a preset also gets, where no flag sets them, a tenth of num_iterations
 # between evaluations (at most this) and one update per env step (generic_defaults).
 GENERIC_MAX_INTERVAL = 10_000

@@ -77,6 +77,10 @@ def test_actors_pull_weights_every_ten_env_steps_without_a_preset():
     preset = config_lib.LaunchConfig(root_dir="/tmp/unused", env_name="Pendulum-v1")
     assert preset.variable_update_interval is None  # the actors' own default
     assert config_lib.ActorConfig.variable_update_interval == 1000
+    # sac-actor run on its own resolves its flag the same way
+    assert config_lib.variable_update_interval_for(NO_PRESET, None) == 10
+    assert config_lib.variable_update_interval_for(NO_PRESET, 500) == 500
+    assert config_lib.variable_update_interval_for("Pendulum-v1", None) is None
 
 
 def test_flags_win_over_the_derived_values():
