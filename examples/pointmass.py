@@ -4,6 +4,11 @@ Not registered anywhere: sac_distributed loads it from its factory,
 
     cd examples && sac-launch --env_name=pointmass:make_env --num_iterations=3000
 
+or, seen through a camera (32x32 RGB frames of the mass and the goal instead of
+their coordinates: the pixel path, a conv encoder on stacked frames),
+
+    cd examples && sac-launch --env_name=pointmass:make_env --env_kwargs='{"pixels": true}'
+
 (or from any folder with PYTHONPATH=/path/to/examples). Keyword arguments of
 the factory come from --env_kwargs, e.g. --env_kwargs='{"goal_radius": 0.05}'.
 
@@ -29,14 +34,25 @@ class PointMassEnv(gymnasium.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(
-        self, goal_radius: float = 0.1, dt: float = 0.1, render_mode: Optional[str] = None
+        self,
+        goal_radius: float = 0.1,
+        dt: float = 0.1,
+        render_mode: Optional[str] = None,
+        pixels: bool = False,
+        image_size: int = 32,
     ):
         self.goal_radius = float(goal_radius)
         self.dt = float(dt)
         self.render_mode = render_mode
+        self.pixels = bool(pixels)
+        self.image_size = int(image_size)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
-        high = np.array([1, 1, 2, 2, 1, 1], dtype=np.float32)
-        self.observation_space = spaces.Box(-high, high, dtype=np.float32)
+        if self.pixels:  # what a camera above the square sees: (H, W, 3) uint8
+            shape = (self.image_size, self.image_size, 3)
+            self.observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
+        else:
+            high = np.array([1, 1, 2, 2, 1, 1], dtype=np.float32)
+            self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self._position = np.zeros(2)
         self._velocity = np.zeros(2)
         self._goal = np.zeros(2)
@@ -62,13 +78,20 @@ class PointMassEnv(gymnasium.Env):
     def render(self) -> Optional[np.ndarray]:
         if self.render_mode != "rgb_array":
             return None
-        frame = np.full((64, 64, 3), 255, dtype=np.uint8)
+        return self._draw(64)
+
+    def _draw(self, size: int) -> np.ndarray:
+        """A size x size top view: white square, the goal green, the mass red."""
+        frame = np.full((size, size, 3), 255, dtype=np.uint8)
+        half = max(1, size // 32)  # a 3x3 dot at 32 pixels, 5x5 at 64
         for point, colour in ((self._goal, (0, 160, 0)), (self._position, (200, 0, 0))):
-            x, y = ((point + 1.0) / 2.0 * 63).astype(int)
-            frame[max(0, y - 2) : y + 3, max(0, x - 2) : x + 3] = colour
+            x, y = ((point + 1.0) / 2.0 * (size - 1)).astype(int)
+            frame[max(0, y - half) : y + half + 1, max(0, x - half) : x + half + 1] = colour
         return frame
 
     def _observation(self) -> np.ndarray:
+        if self.pixels:
+            return self._draw(self.image_size)
         return np.concatenate([self._position, self._velocity, self._goal]).astype(np.float32)
 
 

@@ -194,6 +194,18 @@ flags.DEFINE_list(
     + ", ".join(crossq_config.ABLATIONS)
     + " (needs --algorithm=crossq).",
 )
+flags.DEFINE_integer(
+    "frame_stack",
+    None,
+    "An env observing one uint8 image (a camera): its last N frames form each "
+    "observation, stacked along the channels (DrQ: 3). Vector observations ignore it.",
+)
+flags.DEFINE_integer(
+    "action_repeat",
+    None,
+    "Play each action this many env steps, summing rewards (1: off; DrQ on DMC pixels: "
+    "4 cheetah-run, 2 walker-walk, 8 cartpole). Steps are counted in policy steps.",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

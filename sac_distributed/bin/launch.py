@@ -29,7 +29,7 @@ from absl import flags
 from sac_distributed import config as config_lib
 from sac_distributed import paths
 from sac_distributed.bin import _common, _run_flags
-from sac_distributed.envs import random_rollout
+from sac_distributed.envs import observations, random_rollout
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.errors import ConfigError, PortInUseError
 from sac_distributed.launchers import job_definitions
@@ -71,7 +71,7 @@ _STOPPING_JOBS = "stopping the jobs, each within its grace period"
 
 
 def _config_from_flags() -> config_lib.LaunchConfig:
-    _check_env()
+    camera = _check_env()
     run_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", FLAGS.env_name)  # module:factory names too
     root_dir = FLAGS.root_dir or os.path.join(
         "sac_runs", f"{run_name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -80,7 +80,7 @@ def _config_from_flags() -> config_lib.LaunchConfig:
     if FLAGS.engine in ("local", "threads") and FLAGS.port:
         for port in job_definitions.shard_ports(FLAGS.port, max(1, FLAGS.num_replay_shards)):
             _check_port_free(port)
-    return config_lib.LaunchConfig(
+    config = config_lib.LaunchConfig(
         root_dir=os.path.abspath(root_dir),
         port=FLAGS.port,
         engine=FLAGS.engine,
@@ -90,18 +90,23 @@ def _config_from_flags() -> config_lib.LaunchConfig:
         max_restarts=FLAGS.max_restarts,
         **_run_flags.launch_settings(),  # hyperparameters resolved once, here, for every job
     )
+    if camera:
+        observations.check_camera_options(config.hparams, config.env_name)
+    return config
 
 
-def _check_env() -> None:
+def _check_env() -> bool:
     """Makes the env once: a wrong name, a missing package or an env SAC cannot train
     is refused here, before any directory or process exists. A user module's folder
-    goes on PYTHONPATH, so every job (and a restarted one) imports it too."""
-    source, observed = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
+    goes on PYTHONPATH, so every job (and a restarted one) imports it too. True for
+    an env observing a camera image."""
+    source, observed, camera = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
     if source.kind not in (env_sources.GYM, env_sources.PYBULLET) or source.module:
         print(f"sac-launch: env {source.describe()}", flush=True)
     if observed:
         print(f"sac-launch: {observed}", flush=True)
     os.environ.update(env_sources.with_pythonpath(os.environ, source.module_dir))
+    return camera
 
 
 def untuned_warnings(config: config_lib.LaunchConfig) -> List[str]:

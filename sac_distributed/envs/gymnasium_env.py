@@ -11,10 +11,12 @@ time steps the way SAC needs them:
 - `seed(s)` makes the next reset `reset(seed=s)` (and seeds the action space),
   so a seeded run repeats; later resets continue the env's own generator.
 
-Observations are float32, as the replay stores them (MuJoCo's are float64).
-A Dict, Tuple, Discrete, MultiDiscrete or MultiBinary observation is flattened
-into one float32 vector by Gymnasium's own `spaces.utils.flatten` (the parts and
-their order: `observations`).
+Observations are float32, as the replay stores them (MuJoCo's are float64),
+except a camera: an observation that is one uint8 image stays uint8, turned
+channels-last if its channels come first (`observations.image_layout`), for the
+pixel path (pixels.py). A Dict, Tuple, Discrete, MultiDiscrete or MultiBinary
+observation is flattened into one float32 vector by Gymnasium's own
+`spaces.utils.flatten` (the parts and their order: `observations`).
 """
 
 from __future__ import annotations
@@ -40,12 +42,20 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._name = name or str(getattr(env, "spec", None) and env.spec.id)
         space = env.observation_space
         self._flatten: Optional[Callable[[Any], np.ndarray]] = None
-        if not observations.is_flat_box(space):
-            from gymnasium.spaces import utils
+        self._image, self._channels_first = False, False
+        if observations.is_flat_box(space):
+            self._image, self._channels_first = observations.image_layout(
+                tuple(space.shape), space.dtype
+            )
+        if self._image:
+            self._observation_spec = _image_spec(tuple(space.shape), self._channels_first)
+        else:
+            if not observations.is_flat_box(space):
+                from gymnasium.spaces import utils
 
-            self._flatten = functools.partial(utils.flatten, space)
-            space = utils.flatten_space(space)
-        self._observation_spec = _box_spec(space, np.float32, "observation")
+                self._flatten = functools.partial(utils.flatten, space)
+                space = utils.flatten_space(space)
+            self._observation_spec = _box_spec(space, np.float32, "observation")
         self._action_spec = _box_spec(env.action_space, env.action_space.dtype, "action")
         self._seed: Optional[int] = None
         self._info: Any = {}
@@ -88,6 +98,11 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         return ts.transition(observation, reward, discount=np.float32(1.0))
 
     def _observation(self, observation: Any) -> np.ndarray:
+        if self._image:
+            image = np.asarray(observation, dtype=np.uint8)
+            return (
+                np.ascontiguousarray(np.moveaxis(image, 0, -1)) if self._channels_first else image
+            )
         if self._flatten is not None:
             observation = self._flatten(observation)
         return np.asarray(observation, dtype=np.float32)
@@ -133,6 +148,13 @@ class CheckedEnvironment(wrappers.PyEnvironmentBaseWrapper):
                 "space says."
             )
         return time_step
+
+
+def _image_spec(shape: tuple, channels_first: bool) -> array_spec.BoundedArraySpec:
+    """A uint8 image spec, channels-last."""
+    if channels_first:
+        shape = (shape[1], shape[2], shape[0])
+    return array_spec.BoundedArraySpec(shape, np.uint8, minimum=0, maximum=255, name="observation")
 
 
 def _box_spec(space: Any, dtype: Any, name: str) -> array_spec.BoundedArraySpec:

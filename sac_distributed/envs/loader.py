@@ -20,7 +20,7 @@ from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
 from sac_distributed.config import parse_env_kwargs
-from sac_distributed.envs import observations
+from sac_distributed.envs import observations, pixels
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.envs.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
 from sac_distributed.envs.specs import EnvSpecs
@@ -33,6 +33,8 @@ def load_env(
     env_kwargs: Optional[Mapping[str, Any]] = None,
     render: bool = False,
     module_dirs: Sequence[str] = (),
+    frame_stack: int = 1,
+    action_repeat: int = 1,
 ) -> py_environment.PyEnvironment:
     """Loads `env_name` (see `sources`: a gym, pybullet or Gymnasium id, or a user's
     `module:factory`) as a seeded TF-Agents environment.
@@ -42,7 +44,9 @@ def load_env(
     is wrapped so that a failing step names the env and the step. `render`
     asks Gymnasium envs for rgb_array frames; `module_dirs` are folders to look
     in for a user's module that is not importable as it is (run_info records
-    the one a run used). Raises EnvError with what to do.
+    the one a run used). `action_repeat` plays each action that many env steps;
+    an env observing one uint8 image gets its last `frame_stack` frames as each
+    observation (pixels.py). Raises EnvError with what to do.
     """
     source = env_sources.resolve(env_name, module_dirs)
     kwargs = dict(env_kwargs or {})
@@ -52,21 +56,39 @@ def load_env(
         env = TruncationKeepsDiscount(_load_gym_id(source, kwargs))
     else:
         env = _wrap(env_sources.make_raw_env(source, kwargs, render=render), env_name)
+    env = _with_pixel_options(env, frame_stack, action_repeat)
     env = CheckedEnvironment(env, env_name)
     if seed is not None:
         env.seed(seed)
     return env
 
 
+def _with_pixel_options(
+    env: py_environment.PyEnvironment, frame_stack: int, action_repeat: int
+) -> py_environment.PyEnvironment:
+    if action_repeat > 1:
+        env = pixels.ActionRepeat(env, action_repeat)
+    spec = env.observation_spec()
+    if not tf.nest.is_nested(spec) and pixels.is_image_spec(tuple(spec.shape), spec.dtype):
+        env = pixels.FrameStack(env, frame_stack)
+    return env
+
+
 def load_job_env(config: Any, seed: Optional[int] = None) -> py_environment.PyEnvironment:
-    """The env of a job config (its env_name and env_kwargs; root_dir's run_info
-    says where a user's module came from)."""
+    """The env of a job config (its env_name and env_kwargs, its hparams' frame stack
+    and action repeat; root_dir's run_info says where a user's module came from)."""
     return load_env(
         config.env_name,
         seed,
         parse_env_kwargs(config.env_kwargs),
         module_dirs=env_sources.recorded_module_dirs(config.root_dir),
+        **pixel_options(config.hparams),
     )
+
+
+def pixel_options(hparams: Any) -> dict:
+    """The frame stack and action repeat `load_env` takes, from a run's Hyperparams."""
+    return {"frame_stack": hparams.frame_stack, "action_repeat": hparams.action_repeat}
 
 
 def job_env_specs(config: Any) -> EnvSpecs:
@@ -75,6 +97,7 @@ def job_env_specs(config: Any) -> EnvSpecs:
         config.env_name,
         parse_env_kwargs(config.env_kwargs),
         module_dirs=env_sources.recorded_module_dirs(config.root_dir),
+        **pixel_options(config.hparams),
     )
 
 
@@ -156,6 +179,7 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
         observation=tensor_spec.from_spec(obs_spec),
         action=tensor_spec.from_spec(action_spec),
         time_step=tensor_spec.from_spec(env.time_step_spec()),
+        frame_stack=pixels.frames_per_observation(env),
     )
 
 
@@ -167,10 +191,20 @@ def _bounded(spec: Any) -> bool:
 
 
 def specs_for(
-    env_name: str, env_kwargs: Optional[Mapping[str, Any]] = None, module_dirs: Sequence[str] = ()
+    env_name: str,
+    env_kwargs: Optional[Mapping[str, Any]] = None,
+    module_dirs: Sequence[str] = (),
+    frame_stack: int = 1,
+    action_repeat: int = 1,
 ) -> EnvSpecs:
     """Loads the env once to read its specs, then closes it."""
-    env = load_env(env_name, env_kwargs=env_kwargs, module_dirs=module_dirs)
+    env = load_env(
+        env_name,
+        env_kwargs=env_kwargs,
+        module_dirs=module_dirs,
+        frame_stack=frame_stack,
+        action_repeat=action_repeat,
+    )
     try:
         return env_specs(env, env_name)
     finally:

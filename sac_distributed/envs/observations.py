@@ -14,8 +14,9 @@ check an env before any process starts):
   vector parts.
 
 Text, Sequence, Graph and OneOf observations have no fixed-size vector and are
-refused in one line that names the part. Image parts are flattened like any
-other part today: an MLP on raw pixels, which `describe_parts` says plainly.
+refused in one line that names the part. An observation that is one image
+trains from pixels (pixels.py); an image inside a Dict or Tuple is flattened like
+any other part, an MLP on raw pixels, which `describe_parts` says plainly.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from sac_distributed.errors import EnvError
+from sac_distributed.errors import ConfigError, EnvError
 
 VECTOR = "vector"
 IMAGE = "image"
@@ -80,17 +81,29 @@ def is_one_vector(parts: List[ObservationPart]) -> bool:
     return len(parts) == 1 and parts[0].kind == VECTOR and parts[0].space == "Box"
 
 
+def is_camera(parts: List[ObservationPart]) -> bool:
+    """True for one uint8 image: observations that train from pixels (envs/pixels.py)."""
+    return len(parts) == 1 and parts[0].kind == IMAGE
+
+
 def describe_parts(parts: List[ObservationPart]) -> str:
     """One line: what the env observes and how a run takes it in."""
-    total = sum(p.size for p in parts)
     listed = ", ".join(p.describe() for p in parts)
+    if is_camera(parts):
+        return (
+            f"observations {listed}: trained from pixels, the last --frame_stack frames "
+            "stacked, each stored once in replay, through a conv encoder that the critics "
+            "train and the actor shares"
+        )
+    total = sum(p.size for p in parts)
     text = f"observations {listed}" if len(parts) == 1 else f"observations ({listed})"
     text += f": one flat vector of {total} floats"
     images = [p for p in parts if p.kind == IMAGE]
     if images:
         text += (
-            "; images are flattened into it as raw pixels for an MLP (sac_distributed has "
-            "no convolutional encoder yet), which learns little from pixels"
+            "; images inside a Dict or Tuple are flattened into it as raw pixels for an MLP "
+            "(the conv encoder takes a camera only as the whole observation), which learns "
+            "little from pixels"
         )
     return text
 
@@ -157,3 +170,30 @@ def _one_hot_size(space: Any) -> int:
     if name == "MultiDiscrete":
         return int(np.sum(space.nvec))
     return int(np.prod(space.shape, dtype=np.int64))  # MultiBinary: one 0/1 per element
+
+
+# Options a camera run cannot take, each with what to do instead.
+_REFUSED_WITH_PIXELS = {
+    "prioritized_replay": "prioritized replay; drop --prioritized_replay",
+    "normalize_observations": "observation normalization (the encoder scales pixels to "
+    "[0, 1]); drop --normalize_observations",
+    "policy_averaging_tau": "policy averaging; drop --policy_averaging_tau",
+}
+
+
+def check_camera_options(hparams: Any, env_name: str) -> None:
+    """Refuses, in one line, an option the camera path does not follow."""
+    where = f"{env_name} has camera observations"
+    if hparams.algorithm != "sac":
+        raise ConfigError(
+            f"{where}, which only --algorithm=sac trains (with a conv encoder); "
+            f"--algorithm={hparams.algorithm} has none."
+        )
+    if hparams.n_step > 1:
+        raise ConfigError(
+            f"{where}: its replay stores frames for 1-step transitions only; "
+            f"use --n_step=1 (got {hparams.n_step})."
+        )
+    for name, what in _REFUSED_WITH_PIXELS.items():
+        if getattr(hparams, name):
+            raise ConfigError(f"{where}, which trains without {what}.")

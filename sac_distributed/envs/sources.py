@@ -122,13 +122,14 @@ def make_raw_env(
 
 def check_env_name(
     env_name: str, env_kwargs: Optional[str] = None
-) -> Tuple[EnvSource, Optional[str]]:
+) -> Tuple[EnvSource, Optional[str], bool]:
     """Resolves `env_name`, makes the env once and checks SAC can train it.
 
     The launcher calls this before any process or directory exists, so a wrong
     name, a missing package or an env SAC cannot train is one line and exit 2.
-    Returns the source and, for observations other than one flat vector (images,
-    Dict, Tuple, one-hot parts), the line that says how a run takes them in.
+    Returns the source; for observations other than one flat vector (images,
+    Dict, Tuple, one-hot parts), the line that says how a run takes them in; and
+    whether the env observes a camera image (the pixel path, pixels.py).
     """
     source = resolve(env_name)
     env = make_raw_env(source, parse_env_kwargs(env_kwargs))
@@ -137,8 +138,8 @@ def check_env_name(
     finally:
         _close_quietly(env)
     if parts is None or observations.is_one_vector(parts):
-        return source, None
-    return source, observations.describe_parts(parts)
+        return source, None, False
+    return source, observations.describe_parts(parts), observations.is_camera(parts)
 
 
 def check_spaces(env: Any, env_name: str) -> Optional[List[observations.ObservationPart]]:

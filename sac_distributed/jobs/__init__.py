@@ -15,6 +15,7 @@ from sac_distributed import paths, replay
 from sac_distributed.algorithm.strategy import make_strategy
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs import observations
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.jobs import ownership
 from sac_distributed.jobs.actor_loop import ActorLoop, ActorStats
@@ -106,6 +107,7 @@ def _collect(config: ActorConfig, should_stop: StopFn) -> ActorStats:
         for i in range(config.num_envs)
     ]
     specs = env_loader.env_specs(envs[0], config.env_name)
+    _check_camera(specs, config)
     who = f"actor {config.task}"
     connection = _connect(config.client, should_stop, who)
     _check_server_tables(connection, specs, config.hparams, who)
@@ -126,6 +128,7 @@ def run_learner(config: LearnerConfig, should_stop: StopFn) -> LearnerResult:
     Refuses to start while another learner owns the run (ownership.py).
     """
     specs = env_loader.job_env_specs(config)
+    _check_camera(specs, config)
     me = ownership.Claim.mine()
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     lock = ownership.RootDirLock(config.root_dir, me)
@@ -182,6 +185,7 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     check_same_run(config.root_dir, config.env_name, config.hparams, config.env_kwargs)
     env = env_loader.load_job_env(config, config.seed)
     specs = env_loader.env_specs(env, config.env_name)
+    _check_camera(specs, config)
     connection = _connect(config.client, should_stop, "evaluator")
     _check_server_tables(connection, specs, config.hparams, "evaluator")
     metrics = Metrics(paths.eval_dir(config.root_dir))
@@ -190,3 +194,9 @@ def run_evaluator(config: EvaluatorConfig, should_stop: StopFn) -> List[EvalResu
     finally:
         metrics.close()
         env.close()
+
+
+def _check_camera(specs, config) -> None:
+    """Refuses the options a camera run does not follow (each job, as the launcher)."""
+    if specs.is_image:
+        observations.check_camera_options(config.hparams, config.env_name)

@@ -25,7 +25,8 @@ from tf_agents.environments import py_environment
 from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import replay
-from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.algorithm.pixel_policy import make_acting_policy
+from sac_distributed.algorithm.policy import limit_blas_threads
 from sac_distributed.config import ActorConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_stats import ActorStats, ActorSummaries
@@ -60,7 +61,9 @@ class ActorLoop:
         self._connection = connection
         hp = config.hparams
         self.stats = ActorStats()
-        self._layout = replay.row_layout(env_loader.env_specs(envs[0]))
+        specs = env_loader.env_specs(envs[0])
+        self._frames = specs.is_image  # pixel transitions: each frame stored once
+        self._layout = replay.frame_layout(specs) if self._frames else replay.row_layout(specs)
         self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._out = ActorWriter(
             connection, hp, self._layout, len(envs), config.task, self._failover, self.stats
@@ -74,14 +77,7 @@ class ActorLoop:
             connection, hp.initial_collect_steps, hp.transitions_per_item, config.task
         )
         self._should_stop = should_stop
-        action_spec = envs[0].action_spec()
-        self._policy = NumpyActorPolicy(
-            action_spec.minimum,
-            action_spec.maximum,
-            action_spec.shape,
-            seed=config.task_seed,
-            log_std_range=hp.policy_log_std_range,
-        )
+        self._policy = make_acting_policy(specs, hp, seed=config.task_seed)
         # A batch-1 policy call must not wake OpenBLAS threads (see limit_blas_threads).
         limit_blas_threads(1)
         self._policy_train_step: Optional[int] = None
@@ -201,7 +197,10 @@ class ActorLoop:
         return self.stats.stop_reason
 
     def _flat_observations(self, observations: List[np.ndarray]) -> np.ndarray:
-        """Observations [num_envs, obs_size] float32 (a copy), as the policy and rows take them."""
+        """Observations [num_envs, obs_size] float32 (a copy), as the policy and rows take
+        them; images [num_envs, H, W, C] uint8."""
+        if self._frames:
+            return np.stack([np.asarray(o, np.uint8) for o in observations])
         return np.stack(
             [np.asarray(o, np.float32).reshape(self._layout.observation_size) for o in observations]
         )
@@ -216,6 +215,8 @@ class ActorLoop:
             actions = self._policy.action(observations)
         else:
             actions = self._policy.random_action(len(observations))
+        if self._frames:
+            return self._step_frames(observations, actions, episode_return, episode_length)
         if len(self._envs) == 1:
             return self._step_one(observations, actions, episode_return, episode_length)
         steps = [env.step(actions[i]) for i, env in enumerate(self._envs)]
@@ -269,6 +270,28 @@ class ActorLoop:
             self._end_episode(0, episode_return, episode_length)
             return self._flat_observations([self._envs[0].reset().observation])
         return self._layout.next_observations(row[np.newaxis])
+
+    def _step_frames(self, observations, actions, episode_return, episode_length) -> np.ndarray:
+        """`_step` for image observations: each env's transition to the frame writer."""
+        next_observations = []
+        for i, env in enumerate(self._envs):
+            step = env.step(actions[i])
+            self.stats.env_steps += 1
+            episode_length[i] += 1
+            finite = bool(np.isfinite(step.reward) and np.all(np.isfinite(actions[i])))
+            if finite:
+                episode_return[i] += float(step.reward)
+                self._out.write_step(
+                    i, observations[i], actions[i], step.reward, step.discount, step.observation
+                )
+            else:
+                self._summaries.non_finite([step.reward], np.zeros(1, bool), self._config.env_name)
+            if step.step_type == StepType.LAST or not finite:
+                self._end_episode(i, episode_return, episode_length)
+                next_observations.append(np.asarray(env.reset().observation, np.uint8))
+            else:
+                next_observations.append(np.asarray(step.observation, np.uint8))
+        return np.stack(next_observations)
 
     def _end_episode(self, i: int, episode_return, episode_length) -> None:
         self._out.end_episode(i)

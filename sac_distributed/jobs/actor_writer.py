@@ -10,7 +10,7 @@ actor's one-step rows into n-step rows (one accumulator per env).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy as np
 from absl import logging
@@ -20,6 +20,7 @@ from sac_distributed.config import Hyperparams
 from sac_distributed.jobs.actor_stats import ActorStats
 from sac_distributed.jobs.shard_failover import ShardFailover
 from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection, first_line
+from sac_distributed.replay.frames import FrameLayout, FrameWriter
 from sac_distributed.replay.layout import RowLayout
 from sac_distributed.replay.nstep import NStepAccumulator
 
@@ -32,7 +33,7 @@ class ActorWriter:
     Args:
       connection: the actor's connection (one client per replay shard).
       hparams: the run's hyperparameters (K, n_step, gamma).
-      layout: the replay rows' layout.
+      layout: the replay rows' layout (a FrameLayout: pixel transitions, frames once).
       num_envs: environments the actor steps (one n-step accumulator each).
       task: the actor's index; its home shard is task % num_shards.
       failover: finds the next live shard and probes home.
@@ -43,13 +44,15 @@ class ActorWriter:
         self,
         connection: Connection,
         hparams: Hyperparams,
-        layout: RowLayout,
+        layout: Union[RowLayout, FrameLayout],
         num_envs: int,
         task: int,
         failover: ShardFailover,
         stats: ActorStats,
     ):
         self._connection = connection
+        self._layout = layout
+        self._num_envs = num_envs
         self._transitions_per_item = hparams.transitions_per_item
         self._task = task
         self._failover = failover
@@ -67,11 +70,19 @@ class ActorWriter:
 
     def open(self) -> None:
         """A new writer to the current shard (it checks the shard's table stores the same K)."""
-        self.writer = replay.TransitionWriter(
-            self._connection.shards[self.shard],
-            self._transitions_per_item,
-            priority=self._priority,
-        )
+        client = self._connection.shards[self.shard]
+        if isinstance(self._layout, FrameLayout):
+            self.writer = FrameWriter(
+                client,
+                self._layout,
+                self._transitions_per_item,
+                num_streams=self._num_envs,
+                priority=self._priority,
+            )
+        else:
+            self.writer = replay.TransitionWriter(
+                client, self._transitions_per_item, priority=self._priority
+            )
         self._booked = False
 
     @property
@@ -122,8 +133,15 @@ class ActorWriter:
         if completed is not None:
             self.writer.write_row(completed)
 
+    def write_step(self, env_index: int, observation, action, reward, discount, next_obs) -> None:
+        """A pixel transition of env `env_index` (FrameWriter stores its new frame)."""
+        self.writer.write_step(env_index, observation, action, reward, discount, next_obs)
+
     def end_episode(self, env_index: int) -> None:
-        """With n_step > 1: the episode's last steps, over fewer than n steps."""
+        """With n_step > 1: the episode's last steps, over fewer than n steps. With
+        frames: the env's next transition starts a new stack."""
+        if isinstance(self.writer, FrameWriter):
+            self.writer.end_episode(env_index)
         if self._n_step is not None:
             for row in self._n_step[env_index].end_episode():
                 self.writer.write_row(row)

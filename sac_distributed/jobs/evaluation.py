@@ -16,8 +16,10 @@ from absl import logging
 from tf_agents.environments import py_environment
 
 from sac_distributed import paths
+from sac_distributed.algorithm.pixel_policy import make_acting_policy
 from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
 from sac_distributed.config import EvaluatorConfig
+from sac_distributed.envs import loader as env_loader
 from sac_distributed.replay import REPLAY_TABLE, table_info, transition_counts
 from sac_distributed.replay.connection import TRANSIENT_ERRORS, Connection
 from sac_distributed.replay.variables import VariableContainer, VariableSnapshot
@@ -94,13 +96,8 @@ class EvalLoop:
         self._container = VariableContainer(connection.variables)
         self._metrics = metrics
         self._should_stop = should_stop
-        spec = env.action_spec()
-        self._policy = NumpyActorPolicy(
-            spec.minimum,
-            spec.maximum,
-            spec.shape,
-            seed=config.seed,
-            log_std_range=config.hparams.policy_log_std_range,
+        self._policy = make_acting_policy(
+            env_loader.env_specs(env, config.env_name), config.hparams, seed=config.seed
         )
         # As in the actor: a batch-1 policy call must not wake OpenBLAS threads, which
         # spin between calls and doubled this loop's CPU (a second core, taken from

@@ -22,6 +22,7 @@ from absl import logging
 from sac_distributed import paths
 from sac_distributed.config import ServerConfig
 from sac_distributed.envs import loader as env_loader
+from sac_distributed.envs import observations
 from sac_distributed.errors import PortInUseError, RunOwnedError
 from sac_distributed.jobs import file_lock, ownership
 from sac_distributed.replay import (
@@ -47,6 +48,8 @@ def make_server(config: ServerConfig, port: Optional[int] = None) -> reverb.Serv
     port = port if port is not None else (config.port or portpicker.pick_unused_port())
     check_port_free(port)
     specs = env_loader.job_env_specs(config)
+    if specs.is_image:
+        observations.check_camera_options(config.hparams, config.env_name)
     checkpoints = _replay_checkpoints(config)
 
     def build(checkpointer) -> reverb.Server:

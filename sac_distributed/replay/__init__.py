@@ -6,6 +6,8 @@ arithmetic on rows of their own. Its modules are layered; each imports only
 the ones before it:
 
 * `layout`: one transition as one flat float32 row (`RowLayout`);
+* `frames`: a pixel transition's frames stored once (`FrameLayout`, and its
+  writer `FrameWriter`);
 * `signatures`: the table names and the signatures of their items;
 * `tables`: the server's tables, rate limiter and shard sizing;
 * `connection`: connecting (with backoff), `TRANSIENT_ERRORS`, a job's clients;
@@ -47,6 +49,7 @@ from sac_distributed.replay.dataset import (
     make_dataset,
     to_transition,
 )
+from sac_distributed.replay.frames import FrameLayout, FrameWriter, frame_layout
 from sac_distributed.replay.layout import (
     ACTION,
     DISCOUNT,
@@ -139,6 +142,9 @@ __all__ = [
     "pack_transition",
     "replay_sampler",
     "row_layout",
+    "FrameLayout",
+    "FrameWriter",
+    "frame_layout",
     "shard_capacity_items",
     "shard_error_buffer",
     "shard_min_size_items",

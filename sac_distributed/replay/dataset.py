@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import List, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, List, Mapping, NamedTuple, Optional, Sequence
 
 import reverb
 import tensorflow as tf
@@ -15,6 +15,7 @@ from tf_agents.trajectories import time_step as ts
 from sac_distributed.envs.specs import EnvSpecs
 from sac_distributed.replay.checks import check_transitions_per_item
 from sac_distributed.replay.counts import table_info, table_transitions_per_item
+from sac_distributed.replay.frames import frame_layout
 from sac_distributed.replay.layout import TRANSITIONS, RowLayout, row_layout
 from sac_distributed.replay.signatures import REPLAY_TABLE, transition_signature
 
@@ -96,7 +97,7 @@ def make_dataset(
     k = 0
     for address in addresses:
         k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
-    layout = row_layout(env_specs)
+    to_transition_fn = _item_converter(env_specs)
     items_per_batch = batch_size // k
     signature = transition_signature(env_specs, k)
     if len(addresses) == 1 and not with_sample_info:
@@ -112,7 +113,7 @@ def make_dataset(
         # more CPU than Reverb's sampling itself), then the rows are split once.
         dataset = dataset.batch(items_per_batch, drop_remainder=True)
         dataset = dataset.map(
-            lambda samples: items_to_transition(samples.data[TRANSITIONS], layout),
+            lambda samples: to_transition_fn(samples.data),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return dataset.prefetch(tf.data.AUTOTUNE)
@@ -136,11 +137,20 @@ def make_dataset(
     dataset = parts[0] if len(parts) == 1 else tf.data.Dataset.zip(tuple(parts)).map(_concat)
 
     def to_output(items: tf.Tensor, info: SampleInfo):
-        transition = items_to_transition(items, layout)
+        transition = to_transition_fn(items)
         return (transition, info) if with_sample_info else transition
 
     dataset = dataset.map(to_output, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _item_converter(env_specs: EnvSpecs) -> Callable[[Mapping[str, tf.Tensor]], object]:
+    """What turns a batch of sampled items' columns into a `Transition`: rows for
+    vector observations, stored frames for images (frames.py)."""
+    if env_specs.is_image:
+        return frame_layout(env_specs).to_transition
+    layout = row_layout(env_specs)
+    return lambda data: items_to_transition(data[TRANSITIONS], layout)
 
 
 def _current_shares(addresses: Sequence[str], items_per_batch: int) -> List[int]:
@@ -163,7 +173,7 @@ def _with_info(samples: reverb.ReplaySample, shard: int, share: float):
     info = samples.info
     n = tf.shape(info.key)[0]
     replay_size = tf.cast(tf.round(tf.cast(info.table_size, tf.float64) / share), tf.int64)
-    return samples.data[TRANSITIONS], SampleInfo(
+    return samples.data, SampleInfo(
         key=info.key,
         shard=tf.fill([n], tf.constant(shard, tf.int32)),
         probability=info.probability * share,
@@ -173,7 +183,9 @@ def _with_info(samples: reverb.ReplaySample, shard: int, share: float):
 
 def _concat(*parts):
     """Concatenates per-shard (items, SampleInfo) sub-batches into one batch."""
-    items = tf.concat([part[0] for part in parts], axis=0)
+    items = tf.nest.map_structure(
+        lambda *columns: tf.concat(columns, axis=0), *(part[0] for part in parts)
+    )
     info = SampleInfo(*(tf.concat(list(field), axis=0) for field in zip(*(p[1] for p in parts))))
     return items, info
 

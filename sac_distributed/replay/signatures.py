@@ -21,9 +21,10 @@ from typing import Dict, Optional
 import tensorflow as tf
 import tree
 
-from sac_distributed.algorithm.policy import acting_weight_shapes
+from sac_distributed.algorithm.pixel_policy import acting_weight_shapes_for
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
+from sac_distributed.replay.frames import FRAMES_OF, REWARDS, frame_layout
 from sac_distributed.replay.layout import ROWS_OF, TRANSITIONS, row_layout
 
 REPLAY_TABLE = "uniform_table"
@@ -49,8 +50,11 @@ def transition_signature(
     """Signature of one replay item: K consecutive transitions as flat float32 rows.
 
     With `transitions_per_item=None` the leading dimension is left unknown: a
-    signature that `signatures_match` accepts for a table of any K.
+    signature that `signatures_match` accepts for a table of any K. An env with
+    image observations stores frames once instead (frames.py).
     """
+    if specs.is_image:
+        return frame_layout(specs).signature(transitions_per_item)
     layout = row_layout(specs)
     shape = (transitions_per_item, layout.width)
     # The name (kept by the server) records the layout for error messages.
@@ -59,10 +63,11 @@ def transition_signature(
 
 def transitions_per_item_of(signature: object) -> int:
     """K of a replay table signature; 1 for tables without a transitions column."""
-    if isinstance(signature, dict) and TRANSITIONS in signature:
-        k = signature[TRANSITIONS].shape[0]
-        if k is not None:
-            return int(k)
+    for column in (TRANSITIONS, REWARDS):
+        if isinstance(signature, dict) and column in signature:
+            k = signature[column].shape[0]
+            if k is not None:
+                return int(k)
     return 1
 
 
@@ -72,14 +77,11 @@ def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, objec
     normalizes, so actors need not know; only the learner's setting counts).
 
     The policy weights' shapes follow the actor network's layer sizes
-    (policy.acting_weight_shapes: the same layout for every algorithm), so a
-    job built with other sizes than the server's does not match it.
+    (policy.acting_weight_shapes: the same layout for every algorithm; with
+    image observations the conv encoder's first, pixel_policy.py), so a job
+    built with other sizes than the server's does not match it.
     """
-    shapes = acting_weight_shapes(
-        specs.observation.shape.num_elements(),
-        specs.action.shape.num_elements(),
-        hparams.actor_fc_layer_params,
-    )
+    shapes = acting_weight_shapes_for(specs, hparams)
     policy = tuple(
         tf.TensorSpec(shape, tf.float32, f"{POLICY_VARIABLES}_{i}")
         for i, shape in enumerate(shapes)
@@ -105,7 +107,7 @@ def describe_signature(signature: object) -> str:
     flat = tree.flatten_with_path(signature)
     parts = [
         f"{'/'.join(str(p) for p in path)}: {spec.dtype.name}{list(spec.shape)}"
-        + (f" {spec.name}" if (spec.name or "").startswith(ROWS_OF) else "")
+        + (f" {spec.name}" if (spec.name or "").startswith((ROWS_OF, FRAMES_OF)) else "")
         for path, spec in flat
     ]
     return "{" + ", ".join(parts) + "}"

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
@@ -146,14 +146,35 @@ def run_env(
         f"{RUN_INFO_FILE} naming the environment the policy was trained on.",
     )
     module_dirs = env_sources.recorded_module_dirs(found[2] if found else None)
+    options = recorded_pixel_options(found[2] if found else None)
 
     def load(seed: Optional[int] = None, render: bool = False) -> py_environment.PyEnvironment:
         from sac_distributed.envs import loader as env_loader
 
         kwargs = parse_env_kwargs(env_kwargs)
-        return env_loader.load_env(env_name, seed, kwargs, render=render, module_dirs=module_dirs)
+        return env_loader.load_env(
+            env_name, seed, kwargs, render=render, module_dirs=module_dirs, **options
+        )
 
     return env_name, load
+
+
+def recorded_pixel_options(root_dir: Optional[str]) -> Dict[str, int]:
+    """The frame stack and action repeat a run trained with (its run_info's hparams),
+    so a camera policy sees the stacked frames it was trained on; 1 where none."""
+    options = {"frame_stack": 1, "action_repeat": 1}
+    path = os.path.join(root_dir, RUN_INFO_FILE) if root_dir else ""
+    if not path or not os.path.isfile(path):
+        return options
+    try:
+        with open(path) as f:
+            hparams = json.load(f).get("hparams") or {}
+    except (OSError, ValueError, AttributeError):
+        return options
+    for name in options:
+        if isinstance(hparams.get(name), int):
+            options[name] = hparams[name]
+    return options
 
 
 def load_policy(policy_dir: str) -> py_policy.PyPolicy:

@@ -53,7 +53,7 @@ def test_a_dict_observation_env_with_a_camera_trains_and_its_exported_policy_pla
     assert (
         "sac-launch: observations (camera: image 1x8x8 uint8 (channels-first), goal: "
         "float32[1], position: float32[1], velocity_sign: Discrete as 3 one-hot floats): "
-        "one flat vector of 69 floats; images are flattened" in out
+        "one flat vector of 69 floats; images inside a Dict or Tuple are flattened" in out
     )
     results = (root / "eval" / "results.csv").read_text().splitlines()
     assert len(results) >= 2, results  # a header and at least one evaluation

@@ -56,7 +56,7 @@ def test_dict_and_tuple_parts_come_in_the_flattening_order_with_their_sizes():
     assert sum(p.size for p in parts) == utils.flatdim(space)
 
 
-def test_the_description_names_every_part_the_size_and_that_images_are_raw_pixels():
+def test_the_description_names_every_part_and_that_images_in_a_dict_are_raw_pixels():
     space = spaces.Dict(
         {"camera": spaces.Box(0, 255, (3, 8, 8), np.uint8), "mode": spaces.Discrete(3)}
     )
@@ -64,7 +64,7 @@ def test_the_description_names_every_part_the_size_and_that_images_are_raw_pixel
     assert text.startswith("observations (camera: image 3x8x8 uint8 (channels-first), ")
     assert "mode: Discrete as 3 one-hot floats" in text
     assert "one flat vector of 195 floats" in text
-    assert "no convolutional encoder" in text
+    assert "conv encoder takes a camera only as the whole observation" in text
     assert "no convolutional" not in observations.describe_parts(_parts(spaces.Discrete(4)))
 
 
@@ -109,7 +109,7 @@ def test_the_loader_flattens_a_dict_observation_as_gymnasium_does():
 
 
 def test_check_env_name_says_how_non_vector_observations_are_taken():
-    _, said = env_sources.check_env_name("user_envs:make_dict_goal")
+    _, said, _ = env_sources.check_env_name("user_envs:make_dict_goal")
     assert said.startswith("observations (goal: float32[1], position: float32[1], velocity_sign")
     assert env_sources.check_env_name("Pendulum-v1")[1] is None
 

@@ -15,7 +15,7 @@ CHECKPOINT_KEY = "agent"
 ALGORITHM = Algorithm(
     name="sac",
     title="SAC",
-    learner="sac_distributed.algorithm.sac.learner:SacLearner",
+    learner="sac_distributed.algorithm.sac.learner:make_learner",
     checkpoint_key=CHECKPOINT_KEY,
-    help="TF-Agents' SacAgent",
+    help="TF-Agents' SacAgent; DrQ's update on camera observations",
 )

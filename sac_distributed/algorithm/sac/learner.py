@@ -311,3 +311,19 @@ def _make_averager(
         return None
     actor = agent._actor_network  # noqa: SLF001
     return PolicyAverager(actor, specs, hparams.policy_averaging_tau, normalizer)
+
+
+def make_learner(
+    specs: EnvSpecs,
+    hparams: Hyperparams,
+    strategy: tf.distribute.Strategy,
+    root_dir: str,
+    **kwargs,
+) -> LearnerBase:
+    """SAC's learner for `specs`: SacLearner, or PixelSacLearner (DrQ's update with a
+    conv encoder) when the env observes a camera image."""
+    if specs.is_image:
+        from sac_distributed.algorithm.sac.pixel_learner import PixelSacLearner
+
+        return PixelSacLearner(specs, hparams, strategy, root_dir, **kwargs)
+    return SacLearner(specs, hparams, strategy, root_dir, **kwargs)

@@ -1,0 +1,160 @@
+"""The pixel actor in NumPy: DrQ's conv encoder, then the SAC actor MLP.
+
+The encoder (Kostrikov et al. 2020, DrQ; the same as SAC-AE's) takes uint8
+(H, W, C) observations scaled to [0, 1]: a 3x3 conv with stride 2 and three 3x3
+convs with stride 1, 32 filters each, ReLU, no padding; the flattened maps go
+through a Dense to 50 features, LayerNorm and tanh. The learner trains it in
+TensorFlow (sac/pixels.py); actors and the evaluator run it here, each conv as
+im2col (a strided view of the input's 3x3 windows) and one matmul, which costs
+about what a tf.function does per action on these CPUs and keeps actors free of
+TensorFlow's per-call overhead (benchmarks/results/pixel_update_cost).
+
+The acting weights are the encoder's, in `encoder_weight_shapes` order, then
+the actor MLP's (kernel, bias) pairs on the 50 features, as `policy.py` lays
+them out; the variable container's signature is built from these shapes.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from sac_distributed.algorithm.policy import (
+    NumpyActorPolicy,
+    ObservationNormalization,
+    acting_weight_shapes,
+)
+
+CONV_FILTERS = 32
+CONV_KERNEL = 3
+CONV_STRIDES = (2, 1, 1, 1)
+FEATURES = 50
+LAYER_NORM_EPSILON = 1e-3  # Keras' LayerNormalization default
+# Arrays per encoder: (kernel, bias) per conv, the Dense's pair, LayerNorm's gamma, beta.
+ENCODER_ARRAYS = 2 * len(CONV_STRIDES) + 4
+
+
+def conv_output_size(size: int) -> int:
+    """Height (or width) of the encoder's last feature map for an input of `size`."""
+    for stride in CONV_STRIDES:
+        size = (size - CONV_KERNEL) // stride + 1
+    return size
+
+
+def min_image_size() -> int:
+    """The smallest height and width the encoder's convs leave a map for."""
+    size = 1
+    while conv_output_size(size) < 1:
+        size += 1
+    return size
+
+
+def encoder_weight_shapes(observation_shape: Sequence[int]) -> List[Tuple[int, ...]]:
+    """Shapes of the encoder's acting weights for (H, W, C) observations, in order."""
+    height, width, channels = (int(d) for d in observation_shape)
+    shapes: List[Tuple[int, ...]] = []
+    fan_in = channels
+    for _ in CONV_STRIDES:
+        shapes += [(CONV_KERNEL, CONV_KERNEL, fan_in, CONV_FILTERS), (CONV_FILTERS,)]
+        fan_in = CONV_FILTERS
+    flat = conv_output_size(height) * conv_output_size(width) * CONV_FILTERS
+    shapes += [(flat, FEATURES), (FEATURES,), (FEATURES,), (FEATURES,)]
+    return shapes
+
+
+def pixel_acting_weight_shapes(
+    observation_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int]
+) -> List[Tuple[int, ...]]:
+    """The encoder's shapes, then the actor MLP's on its features."""
+    return encoder_weight_shapes(observation_shape) + acting_weight_shapes(
+        FEATURES, action_size, hidden_sizes
+    )
+
+
+def _conv_relu(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray, stride: int) -> np.ndarray:
+    """A valid 2-D conv with ReLU on [B, H, W, C] as im2col and one matmul."""
+    k, _, c_in, c_out = kernel.shape
+    batch, height, width, _ = x.shape
+    h_out = (height - k) // stride + 1
+    w_out = (width - k) // stride + 1
+    sb, sh, sw, sc = x.strides
+    windows = np.lib.stride_tricks.as_strided(
+        x,
+        (batch, h_out, w_out, k, k, c_in),
+        (sb, sh * stride, sw * stride, sh, sw, sc),
+        writeable=False,
+    )
+    out = windows.reshape(batch * h_out * w_out, k * k * c_in) @ kernel.reshape(-1, c_out)
+    out += bias
+    np.maximum(out, 0.0, out=out)
+    return out.reshape(batch, h_out, w_out, c_out)
+
+
+class NumpyEncoder:
+    """DrQ's encoder on uint8 [B, H, W, C] observations: [B, FEATURES] float32."""
+
+    def __init__(self, weights: Sequence[np.ndarray]):
+        if len(weights) != ENCODER_ARRAYS:
+            raise ValueError(f"Expected {ENCODER_ARRAYS} encoder arrays, got {len(weights)}.")
+        w = [np.asarray(a, np.float32) for a in weights]
+        n = 2 * len(CONV_STRIDES)
+        self._convs = [(w[i], w[i + 1], s) for i, s in zip(range(0, n, 2), CONV_STRIDES)]
+        self._dense, self._dense_bias, self._gamma, self._beta = w[n:]
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        x = np.asarray(observations, np.float32) * np.float32(1.0 / 255.0)
+        for kernel, bias, stride in self._convs:
+            x = _conv_relu(x, kernel, bias, stride)
+        h = x.reshape(len(x), -1) @ self._dense + self._dense_bias
+        mean = h.mean(axis=1, keepdims=True)
+        var = h.var(axis=1, keepdims=True)
+        h = (h - mean) / np.sqrt(var + LAYER_NORM_EPSILON) * self._gamma + self._beta
+        return np.tanh(h)
+
+
+class NumpyPixelActorPolicy(NumpyActorPolicy):
+    """`NumpyActorPolicy` on the encoder's features of uint8 image observations."""
+
+    def __init__(self, *args, **kwargs):
+        self._encoder: Optional[NumpyEncoder] = None
+        super().__init__(*args, **kwargs)
+
+    def set_weights(
+        self,
+        weights: Sequence[np.ndarray],
+        normalization: Optional[ObservationNormalization] = None,
+    ) -> None:
+        """Takes the encoder's arrays, then the actor MLP's pairs (no normalization)."""
+        del normalization  # images are scaled to [0, 1] by the encoder alone
+        self._encoder = NumpyEncoder(weights[:ENCODER_ARRAYS])
+        super().set_weights(weights[ENCODER_ARRAYS:], None)
+
+    def _forward(self, observations: np.ndarray) -> tuple:
+        return super()._forward(self._encoder(observations))
+
+
+def make_acting_policy(specs, hparams, seed: Optional[int] = None) -> NumpyActorPolicy:
+    """The NumPy acting policy for an env's specs: the pixel one for images."""
+    action = specs.action
+    cls = NumpyPixelActorPolicy if specs.is_image else NumpyActorPolicy
+    return cls(
+        action.minimum,
+        action.maximum,
+        tuple(action.shape.as_list()),
+        seed=seed,
+        log_std_range=hparams.policy_log_std_range,
+    )
+
+
+def acting_weight_shapes_for(specs, hparams) -> List[Tuple[int, ...]]:
+    """The acting weights' shapes of an env's policy (the variable container's)."""
+    action_size = specs.action.shape.num_elements()
+    if specs.is_image:
+        observation_shape = specs.observation.shape.as_list()
+        return pixel_acting_weight_shapes(
+            observation_shape, action_size, hparams.actor_fc_layer_params
+        )
+    return acting_weight_shapes(
+        specs.observation.shape.num_elements(), action_size, hparams.actor_fc_layer_params
+    )

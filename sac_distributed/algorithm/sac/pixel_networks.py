@@ -1,0 +1,133 @@
+"""SAC's networks for camera observations: DrQ's conv encoder shared by the actor
+and the critics, and the random-shift augmentation.
+
+The encoder (its layout: algorithm/pixel_policy.py, which runs the same network
+in NumPy for actors) is trained by the critic loss alone, as in SAC-AE, DrQ and
+DrQ-v2: the actor reads a stopped-gradient copy of its features, so the policy
+loss never moves it (RLlib's SAC once left such weights untrained, PR #13522;
+here `PixelSacAgent.critic_variables` lists them). Nothing here knows of
+Reverb, processes or flags.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import tensorflow as tf
+from tf_agents.networks import network
+from tf_agents.utils import nest_utils
+
+from sac_distributed.algorithm.common import actor_projection
+from sac_distributed.algorithm.pixel_policy import (
+    CONV_FILTERS,
+    CONV_KERNEL,
+    CONV_STRIDES,
+    FEATURES,
+    LAYER_NORM_EPSILON,
+)
+from sac_distributed.config import Hyperparams
+
+# Pixels each image is padded by (edge replicated) before a random crop back to
+# its size: DrQ's and DrQ-v2's shift of up to +-4 pixels on 84x84.
+SHIFT_PAD = 4
+
+
+class PixelEncoder(tf.keras.layers.Layer):
+    """uint8 [B, H, W, C] observations to [B, 50] features (see pixel_policy.py)."""
+
+    def __init__(self, name: str = "PixelEncoder"):
+        super().__init__(name=name)
+        self.convs = [
+            tf.keras.layers.Conv2D(CONV_FILTERS, CONV_KERNEL, stride, activation="relu")
+            for stride in CONV_STRIDES
+        ]
+        self.flatten = tf.keras.layers.Flatten()
+        self.dense = tf.keras.layers.Dense(FEATURES)
+        self.norm = tf.keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON)
+
+    def call(self, observations: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(observations, tf.float32) / 255.0
+        for conv in self.convs:
+            x = conv(x)
+        return tf.tanh(self.norm(self.dense(self.flatten(x))))
+
+    def acting_weights(self) -> List[tf.Variable]:
+        """Its variables in pixel_policy.encoder_weight_shapes order."""
+        weights: List[tf.Variable] = []
+        for conv in self.convs:
+            weights += [conv.kernel, conv.bias]
+        return weights + [self.dense.kernel, self.dense.bias, self.norm.gamma, self.norm.beta]
+
+
+def mlp(hidden_sizes, outputs: int, name: str) -> tf.keras.Sequential:
+    """ReLU layers, then a linear layer of `outputs`."""
+    layers = [tf.keras.layers.Dense(units, activation="relu") for units in hidden_sizes]
+    return tf.keras.Sequential([*layers, tf.keras.layers.Dense(outputs)], name=name)
+
+
+class QHead(tf.keras.Model):
+    """Q(features, action): an MLP on the concatenated encoder features and action."""
+
+    def __init__(self, hidden_sizes, name: str):
+        super().__init__(name=name)
+        self.body = mlp(hidden_sizes, 1, f"{name}_mlp")
+
+    def call(self, features: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        joint = tf.concat([features, tf.cast(actions, tf.float32)], axis=-1)
+        return tf.squeeze(self.body(joint), -1)
+
+
+class PixelActorNetwork(network.Network):
+    """The policy on images: the shared encoder (gradient stopped), an MLP, and
+    TF-Agents' tanh-squashed Gaussian head, so that ActorPolicy, PolicySaver and
+    GreedyPolicy take it as they take ActorDistributionNetwork."""
+
+    def __init__(self, observation_spec, action_spec, encoder: PixelEncoder, hparams: Hyperparams):
+        super().__init__(input_tensor_spec=observation_spec, state_spec=(), name="PixelActor")
+        self.encoder = encoder
+        self.hidden = [
+            tf.keras.layers.Dense(units, activation="relu")
+            for units in hparams.actor_fc_layer_params
+        ]
+        self.projection = actor_projection(hparams)(action_spec)
+
+    def distribution(self, features: tf.Tensor, training: bool = False):
+        """The action distribution on encoder features [B, 50]."""
+        x = features
+        for layer in self.hidden:
+            x = layer(x)
+        distribution, _ = self.projection(x, outer_rank=1, training=training)
+        return distribution
+
+    def call(self, observations, step_type=(), network_state=(), training=False):
+        outer_rank = nest_utils.get_outer_rank(observations, self.input_tensor_spec)
+        batch_shape = tf.shape(observations)[:outer_rank]
+        flat = tf.reshape(observations, [-1, *self.input_tensor_spec.shape])
+        features = tf.stop_gradient(self.encoder(flat))
+        x = features
+        for layer in self.hidden:
+            x = layer(x)
+        x = tf.reshape(x, tf.concat([batch_shape, tf.shape(x)[-1:]], 0))
+        distribution, _ = self.projection(x, outer_rank=outer_rank, training=training)
+        return distribution, network_state
+
+    @property
+    def head_variables(self) -> List[tf.Variable]:
+        """The actor's own trainable variables: the MLP and the head, not the encoder."""
+        variables: List[tf.Variable] = []
+        for layer in self.hidden:
+            variables += [layer.kernel, layer.bias]
+        return variables + list(self.projection.trainable_variables)
+
+
+def random_shift(images: tf.Tensor, pad: int = SHIFT_PAD) -> tf.Tensor:
+    """Each image of [B, H, W, C] shifted by up to `pad` pixels (edges replicated)."""
+    if pad <= 0:
+        return images
+    shape = tf.shape(images)
+    padded = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
+    offsets = tf.random.uniform([shape[0], 2], 0, 2 * pad + 1, dtype=tf.int32)
+    rows = tf.range(shape[1])[None, :] + offsets[:, :1]  # [B, H]
+    cols = tf.range(shape[2])[None, :] + offsets[:, 1:]  # [B, W]
+    shifted = tf.gather(padded, rows, axis=1, batch_dims=1)
+    return tf.gather(shifted, cols, axis=2, batch_dims=1)

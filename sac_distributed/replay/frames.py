@@ -1,0 +1,272 @@
+"""The pixel replay: each camera frame stored once, stacks rebuilt when sampled.
+
+A vector transition is one flat float32 row (layout.py). A pixel transition
+(s, a, r, discount, s') of stacked frames would store 2 x frame_stack frames
+that its neighbours store again; here each env step appends one row holding
+its newest frame (uint8) and the action, reward and discount that led to it,
+and an item references the rows it needs: the frame_stack + K frames behind K
+consecutive transitions, and their K actions, rewards and discounts. Reverb
+keeps each row's data once however many items reference it, so a transition
+costs about one frame (benchmarks/results/pixel_replay_bytes). A new episode
+starts with frame_stack rows holding the reset frame, the padded stack of the
+first observation (`envs.pixels.FrameStack`), so no item crosses episodes.
+
+`FrameLayout` is the item's layout (its signature, and the `Transition` that the
+learner's dataset makes of sampled items); `FrameWriter` writes one stream of
+rows per env, each through its own Reverb TrajectoryWriter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Mapping, Optional
+
+import numpy as np
+import reverb
+import tensorflow as tf
+from tf_agents.trajectories import policy_step, trajectory
+from tf_agents.trajectories import time_step as ts
+
+from sac_distributed.envs.specs import EnvSpecs
+
+# The columns of a pixel replay item.
+FRAMES = "frames"  # uint8 [frame_stack + K, H, W, C]
+ACTIONS = "actions"  # [K, action...]
+REWARDS = "rewards"  # float32 [K]
+DISCOUNTS = "discounts"  # float32 [K]
+# How the frames column's name starts: it records the layout for error messages.
+FRAMES_OF = "frames of "
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameLayout:
+    """Where a pixel transition's parts sit in a replay item (see the module doc)."""
+
+    frame_shape: tuple  # (H, W, C) of one frame
+    frame_stack: int
+    action_shape: tuple
+    action_dtype: tf.dtypes.DType
+
+    @property
+    def frame_channels(self) -> int:
+        return int(self.frame_shape[-1])
+
+    @property
+    def observation_shape(self) -> tuple:
+        height, width, channels = self.frame_shape
+        return (height, width, channels * self.frame_stack)
+
+    def describe(self) -> str:
+        """E.g. 'frames of uint8[84, 84, 3], stack 3 (action: float32[6], reward, discount)'."""
+        return (
+            f"{FRAMES_OF}uint8{list(self.frame_shape)}, stack {self.frame_stack} "
+            f"(action: {self.action_dtype.name}{list(self.action_shape)}, reward, discount)"
+        )
+
+    def signature(self, transitions_per_item: Optional[int]) -> Dict[str, tf.TensorSpec]:
+        """One item of K transitions (None: any K, for `signatures_match`)."""
+        k = transitions_per_item
+        frames = None if k is None else self.frame_stack + k
+        return {
+            FRAMES: tf.TensorSpec((frames, *self.frame_shape), tf.uint8, self.describe()),
+            ACTIONS: tf.TensorSpec((k, *self.action_shape), self.action_dtype, ACTIONS),
+            REWARDS: tf.TensorSpec((k,), tf.float32, REWARDS),
+            DISCOUNTS: tf.TensorSpec((k,), tf.float32, DISCOUNTS),
+        }
+
+    def newest_frame(self, observation: np.ndarray) -> np.ndarray:
+        """The last frame of a stacked observation (H, W, stack x C)."""
+        return observation[..., -self.frame_channels :]
+
+    def frames_of(self, observation: np.ndarray) -> List[np.ndarray]:
+        """The frames of a stacked observation, oldest first."""
+        c = self.frame_channels
+        return [observation[..., i * c : (i + 1) * c] for i in range(self.frame_stack)]
+
+    def to_transition(self, items: Mapping[str, tf.Tensor]) -> trajectory.Transition:
+        """A batch of N sampled items as a `Transition` of N x K stacked transitions."""
+        frames = items[FRAMES]  # [N, S + K, H, W, C]
+        k = items[REWARDS].shape[1]
+        s = self.frame_stack
+        windows = tf.stack([frames[:, j : j + s + 1] for j in range(k)], axis=1)
+        observation = self._stacked(windows[:, :, :s])
+        next_observation = self._stacked(windows[:, :, 1:])
+        action = tf.reshape(items[ACTIONS], [-1, *self.action_shape])
+        reward = tf.reshape(items[REWARDS], [-1])
+        discount = tf.reshape(items[DISCOUNTS], [-1])
+        mid = tf.fill(tf.shape(reward), ts.StepType.MID)
+        time_step = ts.TimeStep(mid, tf.zeros_like(reward), tf.ones_like(reward), observation)
+        next_time_step = ts.TimeStep(mid, reward, discount, next_observation)
+        return trajectory.Transition(
+            time_step, policy_step.PolicyStep(action, (), ()), next_time_step
+        )
+
+    def _stacked(self, frames: tf.Tensor) -> tf.Tensor:
+        """[N, K, S, H, W, C] frames as [N x K, H, W, S x C] observations, oldest first."""
+        stacked = tf.transpose(frames, [0, 1, 3, 4, 2, 5])
+        return tf.reshape(stacked, [-1, *self.observation_shape])
+
+
+def frame_layout(specs: EnvSpecs) -> FrameLayout:
+    """The pixel replay layout of an env with image observations."""
+    return FrameLayout(
+        frame_shape=specs.frame_shape,
+        frame_stack=specs.frame_stack,
+        action_shape=tuple(specs.action.shape.as_list()),
+        action_dtype=tf.as_dtype(specs.action.dtype),
+    )
+
+
+class _Stream:
+    """One env's rows: its Reverb writer and where its episode stands."""
+
+    def __init__(self, client: reverb.Client, keep: int):
+        self.writer = client.trajectory_writer(num_keep_alive_refs=keep)
+        self.steps = 0  # transitions appended in this episode; -1: the episode has not begun
+        self.unconfirmed = 0  # items created since the last completed flush
+        self.started = False
+
+
+class FrameWriter:
+    """Writes pixel transitions, one stream of rows per env, K transitions per item.
+
+    The interface the actor's writer uses (`throttle`, `flush`, `close`, the
+    counts in transitions) is `writer.TransitionWriter`'s. `write_step` takes a
+    whole transition of stacked observations and stores only what is new; an
+    episode's last transitions that do not fill an item of K are not stored
+    (with K = 1, none) and count as `transitions_incomplete`.
+    """
+
+    def __init__(
+        self,
+        client: reverb.Client,
+        layout: FrameLayout,
+        transitions_per_item: int,
+        num_streams: int = 1,
+        max_items_in_flight: int = 16,
+        priority: float = 1.0,
+        table: str = "",
+    ):
+        from sac_distributed.replay.signatures import REPLAY_TABLE  # signatures imports this
+
+        self._table = table or REPLAY_TABLE
+        self._layout = layout
+        self._k = int(transitions_per_item)
+        keep = layout.frame_stack + self._k
+        self._streams = [_Stream(client, keep) for _ in range(num_streams)]
+        self._max_in_flight = max_items_in_flight
+        self._transitions_written = 0
+        self._incomplete = 0
+        self._unconfirmed_at_close = 0
+        self._closed = False
+        self.priority = float(priority)
+
+    @property
+    def transitions_per_item(self) -> int:
+        return self._k
+
+    @property
+    def transitions_written(self) -> int:
+        return self._transitions_written
+
+    items_written = transitions_written
+
+    @property
+    def transitions_unconfirmed(self) -> int:
+        return self._unconfirmed_at_close
+
+    @property
+    def transitions_incomplete(self) -> int:
+        return self._incomplete
+
+    def write_step(
+        self,
+        stream: int,
+        observation: np.ndarray,
+        action: np.ndarray,
+        reward: float,
+        discount: float,
+        next_observation: np.ndarray,
+    ) -> None:
+        """Env `stream`'s transition; an item every K transitions of an episode."""
+        s = self._streams[stream]
+        if not s.started:  # the episode's first transition: its padded first stack
+            for frame in self._layout.frames_of(observation):
+                s.writer.append({FRAMES: frame})
+            s.started, s.steps = True, 0
+        s.writer.append(
+            {
+                FRAMES: self._layout.newest_frame(next_observation),
+                ACTIONS: np.asarray(action, self._layout.action_dtype.as_numpy_dtype),
+                REWARDS: np.float32(reward),
+                DISCOUNTS: np.float32(discount),
+            }
+        )
+        s.steps += 1
+        if s.steps % self._k == 0:
+            self._create_item(s)
+
+    def _create_item(self, s: _Stream) -> None:
+        history = s.writer.history
+        k = self._k
+        item = {
+            FRAMES: history[FRAMES][-(self._layout.frame_stack + k) :],
+            ACTIONS: history[ACTIONS][-k:],
+            REWARDS: history[REWARDS][-k:],
+            DISCOUNTS: history[DISCOUNTS][-k:],
+        }
+        s.writer.create_item(self._table, self.priority, item)
+        s.unconfirmed += 1
+        self._transitions_written += k
+
+    def end_episode(self, stream: int) -> None:
+        """The env's episode ended: its next transition starts a new stack."""
+        s = self._streams[stream]
+        if s.started:
+            self._incomplete += s.steps % self._k
+        s.started = False
+
+    def throttle(self, timeout_ms: int = 1000) -> bool:
+        """As TransitionWriter.throttle, for each stream."""
+        for s in self._streams:
+            if s.unconfirmed < self._max_in_flight:
+                continue
+            try:
+                s.writer.flush(block_until_num_items=2 * self._max_in_flight, timeout_ms=timeout_ms)
+            except reverb.errors.DeadlineExceededError:
+                return False
+            s.unconfirmed = 0
+        return True
+
+    def flush(self, timeout_ms: Optional[int] = None) -> bool:
+        """Sends every created item; False if the server did not confirm in time."""
+        if timeout_ms is not None:
+            timeout_ms = max(1, timeout_ms)
+        for s in self._streams:
+            try:
+                s.writer.flush(timeout_ms=timeout_ms)
+            except reverb.errors.DeadlineExceededError:
+                return False
+            s.unconfirmed = 0
+        return True
+
+    def close(self, timeout_ms: int = 5_000) -> int:
+        """Sends what it can within `timeout_ms` and closes; transitions not confirmed.
+
+        Items still pending count as unconfirmed (each stream's, K transitions
+        each), and the unfinished episodes' last transitions as incomplete.
+        """
+        if self._closed:
+            return 0
+        pending = 0
+        if not self.flush(timeout_ms=timeout_ms):
+            pending = sum(s.unconfirmed for s in self._streams)
+        for i in range(len(self._streams)):
+            self.end_episode(i)
+        for s in self._streams:
+            s.writer.close()
+        self._closed = True
+        unconfirmed = min(pending * self._k, self._transitions_written)
+        self._transitions_written -= unconfirmed
+        self._unconfirmed_at_close = unconfirmed
+        return unconfirmed + self._incomplete

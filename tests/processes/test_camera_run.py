@@ -1,0 +1,71 @@
+"""A camera env trained end to end by sac-launch with real processes: the example
+point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true) goes
+through the pixel path (stacked uint8 frames, each stored once, a conv encoder),
+and its exported greedy policy plays the env's own uint8 observations, in
+sac-evaluate (with a video) and in stock TF-Agents."""
+
+import os
+
+import numpy as np
+import pytest
+from support.processes import DEADLINE_S, TINY_RUN_FLAGS, TINY_RUN_ITERATIONS, run
+from support.repo import EXAMPLES_DIR
+
+from sac_distributed.envs import loader
+
+pytestmark = pytest.mark.slow
+
+CAMERA_KWARGS = '--env_kwargs={"pixels": true, "max_episode_steps": 50}'
+
+
+def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_path):
+    root = tmp_path / "camera"
+    launched = run(
+        "launch",
+        f"--root_dir={root}",
+        "--env_name=pointmass:make_env",
+        CAMERA_KWARGS,
+        *TINY_RUN_FLAGS,
+        "--samples_per_insert=32",
+        timeout_s=DEADLINE_S,
+        cwd=EXAMPLES_DIR,
+    )
+    out = launched.stdout + launched.stderr
+    assert launched.returncode == 0, out[-4000:]
+    assert "observations image 32x32x3 uint8 (channels-last): trained from pixels" in out
+    assert "every job exited 0" in out
+    results = (root / "eval" / "results.csv").read_text().splitlines()
+    assert len(results) >= 2, results  # a header and at least one evaluation
+    learner_log = (root / "logs" / "learner.log").read_text()
+    assert f"Learner stopped at train_step {TINY_RUN_ITERATIONS}" in learner_log
+
+    video = tmp_path / "camera.gif"
+    evaluated = run(
+        "evaluate",
+        f"--policy_dir={root}",
+        "--num_episodes=2",
+        f"--video={video}",
+        timeout_s=DEADLINE_S,
+        cwd=str(tmp_path),  # run_info says where the example module came from
+    )
+    assert evaluated.returncode == 0, (evaluated.stdout + evaluated.stderr)[-4000:]
+    assert "2 episodes" in evaluated.stdout, evaluated.stdout
+    assert video.stat().st_size > 0
+
+    from tf_agents.policies import py_tf_eager_policy
+
+    policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+        os.path.join(root, "policies", "greedy_policy"), load_specs_from_pbtxt=True
+    )
+    env = loader.load_env(
+        "pointmass:make_env",
+        seed=0,
+        env_kwargs={"pixels": True},
+        module_dirs=(EXAMPLES_DIR,),
+        frame_stack=3,
+    )
+    time_step = env.reset()
+    assert time_step.observation.dtype == np.uint8
+    assert policy.time_step_spec.observation.dtype == np.uint8
+    action = policy.action(time_step).action
+    assert action.shape == (2,) and np.all(np.abs(action) <= 1.0)
