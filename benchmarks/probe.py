@@ -31,6 +31,7 @@ MODES: Dict[str, str] = {
     "eval_noise": "the noise of an N-episode mean greedy return",
     "pixel_replay_bytes": "server memory per stored pixel transition, (s, s') vs frames once",
     "pixel_update_cost": "a DrQ-style pixel SAC update and one conv action, by path",
+    "pixel_actor_rate": "an actor on a camera env against the rendered env alone",
     "update_parity": "whether one update of ours is SB3's update (needs make bench-sb3)",
     "update_parity_sb3": "update_parity's SB3 side, run under benchmarks/.venv-sb3",
 }

@@ -14,6 +14,10 @@ stored transition:
           a frame is stored once (each episode adds `stack` rows of padding and
           the last frame)
 
+  writer  `frames` as the product writes it: sac_distributed.replay.FrameWriter,
+          the actor's pixel writer, fed stacked observations (what FrameStack gives);
+          checked by tests/unit/test_frame_replay.py rather than here
+
 Sampled items are checked against what was written (every frame of every item
 sampled, by a transition id column), so a layout that stores less but returns the
 wrong frames fails. Frames are uniform noise (`--frames=noise`: incompressible,
@@ -171,6 +175,35 @@ def _write_frames(writer, frames, episodes, stack, transitions, per_item=1):
     return expected
 
 
+def _write_product(client, frames, episodes, stack, transitions, per_item=1) -> int:
+    """The actor's FrameWriter on stacked observations; returns transitions stored."""
+    import tensorflow as tf
+
+    from sac_distributed.replay.frames import FrameLayout, FrameWriter
+
+    layout = FrameLayout(tuple(frames.shape[1:]), stack, (ACTION_SIZE,), tf.float32)
+    writer = FrameWriter(client, layout, per_item, table=TABLE)
+    rng = np.random.default_rng(0)
+    while writer.transitions_written + per_item <= transitions:
+        stacks = _padded_stacks(episodes.episode(), stack)
+        for t in range(len(stacks) - 1):
+            if writer.transitions_written + per_item > transitions:
+                break
+            writer.write_step(
+                0,
+                _stack(frames, stacks[t]),
+                rng.uniform(-1, 1, ACTION_SIZE).astype(np.float32),
+                float(rng.normal()),
+                1.0,
+                _stack(frames, stacks[t + 1]),
+            )
+        writer.end_episode(0)
+    writer.flush()
+    stored = writer.transitions_written
+    writer.close()
+    return stored
+
+
 def _check_samples(client, frames, expected, layout, stack, count) -> int:
     """Samples `count` items; every frame must be the one written. Returns how many
     transitions were checked."""
@@ -216,6 +249,11 @@ def measure(layout: str, frames: np.ndarray, args) -> Dict[str, float]:
         episodes = Episodes(len(frames), args.episode_length)
         keep = 1 if layout == "pairs" else args.stack + args.per_item + 1
         start = time.perf_counter()
+        if layout == "writer":
+            stored = _write_product(
+                client, frames, episodes, args.stack, args.transitions, args.per_item
+            )
+            return _measured(client, server, before, stored, frames, start, checked=0)
         with client.trajectory_writer(num_keep_alive_refs=keep) as writer:
             if args.max_chunk_length:
                 column = ("observation",) if layout == "pairs" else ("frame",)
@@ -227,27 +265,30 @@ def measure(layout: str, frames: np.ndarray, args) -> Dict[str, float]:
                 expected = _write_frames(
                     writer, frames, episodes, args.stack, args.transitions, args.per_item
                 )
-        write_s = time.perf_counter() - start
-        time.sleep(1.0)
-        grown = _rss_bytes(server.pid) - before
-        items = client.server_info()[TABLE].current_size
-        size = len(expected)  # transitions stored
         checked = _check_samples(client, frames, expected, layout, args.stack, args.check_samples)
-        per = grown / size
-        frame_bytes = frames[0].nbytes
-        return dict(
-            items=items,
-            transitions=size,
-            server_rss_growth_mib=grown / 2**20,
-            bytes_per_transition=per,
-            frames_per_transition=per / frame_bytes,
-            transitions_in_24_gib=int(24 * GIB / per),
-            write_transitions_per_s=size / write_s,
-            transitions_checked=checked,
-        )
+        return _measured(client, server, before, len(expected), frames, start, checked)
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _measured(client, server, before: int, size: int, frames, start: float, checked: int):
+    """The server's memory growth per stored transition, and the other figures."""
+    write_s = time.perf_counter() - start
+    time.sleep(1.0)
+    grown = _rss_bytes(server.pid) - before
+    items = client.server_info()[TABLE].current_size
+    per = grown / size
+    return dict(
+        items=items,
+        transitions=size,
+        server_rss_growth_mib=grown / 2**20,
+        bytes_per_transition=per,
+        frames_per_transition=per / frames[0].nbytes,
+        transitions_in_24_gib=int(24 * GIB / per),
+        write_transitions_per_s=size / write_s,
+        transitions_checked=checked,
+    )
 
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -266,7 +307,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     )
     parser.add_argument("--per_item", type=int, default=1, help="transitions per frames item")
     parser.add_argument("--check_samples", type=int, default=200)
-    parser.add_argument("--layouts", default="pairs,frames")
+    parser.add_argument("--layouts", default="pairs,frames,writer")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="", help="also write the JSON here")
     return parser.parse_args(argv)

@@ -50,6 +50,19 @@ def min_image_size() -> int:
     return size
 
 
+def check_image_size(observation_shape: Sequence[int], env_name: str) -> None:
+    """Refuses an image too small for the encoder's convs, in one line."""
+    from sac_distributed.errors import EnvError
+
+    height, width = (int(d) for d in observation_shape[:2])
+    smallest = min_image_size()
+    if min(height, width) < smallest:
+        raise EnvError(
+            f"{env_name} observes {height}x{width} images, smaller than the {smallest}x"
+            f"{smallest} the conv encoder's four 3x3 convs need; render the camera larger."
+        )
+
+
 def encoder_weight_shapes(observation_shape: Sequence[int]) -> List[Tuple[int, ...]]:
     """Shapes of the encoder's acting weights for (H, W, C) observations, in order."""
     height, width, channels = (int(d) for d in observation_shape)

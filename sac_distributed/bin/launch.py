@@ -22,12 +22,13 @@ import os
 import re
 import sys
 import time
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from absl import flags
 
 from sac_distributed import config as config_lib
 from sac_distributed import paths
+from sac_distributed.algorithm.pixel_policy import check_image_size
 from sac_distributed.bin import _common, _run_flags
 from sac_distributed.envs import observations, random_rollout
 from sac_distributed.envs import sources as env_sources
@@ -92,14 +93,15 @@ def _config_from_flags() -> config_lib.LaunchConfig:
     )
     if camera:
         observations.check_camera_options(config.hparams, config.env_name)
+        check_image_size(camera, config.env_name)
     return config
 
 
-def _check_env() -> bool:
+def _check_env() -> Optional[Tuple[int, ...]]:
     """Makes the env once: a wrong name, a missing package or an env SAC cannot train
     is refused here, before any directory or process exists. A user module's folder
-    goes on PYTHONPATH, so every job (and a restarted one) imports it too. True for
-    an env observing a camera image."""
+    goes on PYTHONPATH, so every job (and a restarted one) imports it too. The image
+    shape of an env observing a camera, else None."""
     source, observed, camera = env_sources.check_env_name(FLAGS.env_name, FLAGS.env_kwargs)
     if source.kind not in (env_sources.GYM, env_sources.PYBULLET) or source.module:
         print(f"sac-launch: env {source.describe()}", flush=True)

@@ -22,7 +22,7 @@ any other part, an MLP on raw pixels, which `describe_parts` says plainly.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -84,6 +84,14 @@ def is_one_vector(parts: List[ObservationPart]) -> bool:
 def is_camera(parts: List[ObservationPart]) -> bool:
     """True for one uint8 image: observations that train from pixels (envs/pixels.py)."""
     return len(parts) == 1 and parts[0].kind == IMAGE
+
+
+def camera_shape(parts: List[ObservationPart]) -> Optional[Tuple[int, ...]]:
+    """(H, W, C) of a camera observation (channels moved last), None for any other."""
+    if not is_camera(parts):
+        return None
+    shape = parts[0].shape
+    return (shape[1], shape[2], shape[0]) if parts[0].channels_first else tuple(shape)
 
 
 def describe_parts(parts: List[ObservationPart]) -> str:

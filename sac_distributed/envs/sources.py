@@ -122,14 +122,15 @@ def make_raw_env(
 
 def check_env_name(
     env_name: str, env_kwargs: Optional[str] = None
-) -> Tuple[EnvSource, Optional[str], bool]:
+) -> Tuple[EnvSource, Optional[str], Optional[Tuple[int, ...]]]:
     """Resolves `env_name`, makes the env once and checks SAC can train it.
 
     The launcher calls this before any process or directory exists, so a wrong
     name, a missing package or an env SAC cannot train is one line and exit 2.
     Returns the source; for observations other than one flat vector (images,
     Dict, Tuple, one-hot parts), the line that says how a run takes them in; and
-    whether the env observes a camera image (the pixel path, pixels.py).
+    for an env observing a camera image (the pixel path, pixels.py) the image's
+    (H, W, C), channels last, else None.
     """
     source = resolve(env_name)
     env = make_raw_env(source, parse_env_kwargs(env_kwargs))
@@ -138,8 +139,8 @@ def check_env_name(
     finally:
         _close_quietly(env)
     if parts is None or observations.is_one_vector(parts):
-        return source, None, False
-    return source, observations.describe_parts(parts), observations.is_camera(parts)
+        return source, None, None
+    return source, observations.describe_parts(parts), observations.camera_shape(parts)
 
 
 def check_spaces(env: Any, env_name: str) -> Optional[List[observations.ObservationPart]]:

@@ -12,6 +12,7 @@ from typing import Callable, List, TypeVar
 from absl import logging
 
 from sac_distributed import paths, replay
+from sac_distributed.algorithm.pixel_policy import check_image_size
 from sac_distributed.algorithm.strategy import make_strategy
 from sac_distributed.config import ActorConfig, EvaluatorConfig, LearnerConfig, ServerConfig
 from sac_distributed.envs import loader as env_loader
@@ -200,3 +201,4 @@ def _check_camera(specs, config) -> None:
     """Refuses the options a camera run does not follow (each job, as the launcher)."""
     if specs.is_image:
         observations.check_camera_options(config.hparams, config.env_name)
+        check_image_size(specs.frame_shape, config.env_name)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from support.repo import BENCHMARKS_DIR
+from support.repo import BENCHMARKS_DIR, EXAMPLES_DIR
 
 from benchmarks import learning_report, probe
 
@@ -180,3 +180,20 @@ def test_pixel_update_probe_times_every_action_path_and_both_update_modes(tmp_pa
     assert all(r["per_s"] > 0 for r in rows if r["kind"] == "update")
     gap = [r for r in rows if r["kind"] == "action_check"][0]["numpy_max_abs_gap"]
     assert gap <= 1e-4
+
+
+def test_pixel_actor_probe_measures_the_actor_loop_with_the_conv_policy(tmp_path):
+    """The probe exits non-zero if the actor ran without weights (random warm-up)."""
+    out = tmp_path / "rate.json"
+    done = _run_python(
+        os.path.join(BENCHMARKS_DIR, "probe.py"),
+        "pixel_actor_rate",
+        "--seconds=1",
+        "--rounds=1",
+        f"--module_dir={EXAMPLES_DIR}",
+        f"--out={out}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["observation_shape"] == [32, 32, 9]
+    assert result["actor_env_steps_per_s"] > 0 and result["raw_env_steps_per_s"] > 0

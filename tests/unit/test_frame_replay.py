@@ -13,8 +13,9 @@ from support.training import small_hparams, wait_for_size
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
+from sac_distributed.algorithm.pixel_policy import check_image_size
 from sac_distributed.envs import loader, observations
-from sac_distributed.errors import ConfigError
+from sac_distributed.errors import ConfigError, EnvError
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 CAMERA = "pointmass:make_env"
@@ -151,5 +152,12 @@ def test_the_launcher_says_a_camera_trains_from_pixels():
         _, said, camera = loader.env_sources.check_env_name(CAMERA, '{"pixels": true}')
     finally:
         sys.path.remove(EXAMPLES)
-    assert camera
+    assert camera == (32, 32, 3)
     assert said.startswith("observations image 32x32x3 uint8 (channels-last): trained from pixels")
+
+
+def test_an_image_too_small_for_the_encoder_is_refused_in_one_line():
+    check_image_size((15, 15, 3), CAMERA)  # the smallest the four convs leave a map for
+    with pytest.raises(EnvError, match=r"observes 14x32 images, smaller than the 15x15") as error:
+        check_image_size((14, 32, 3), CAMERA)
+    assert "\n" not in str(error.value)
