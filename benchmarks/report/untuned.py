@@ -44,6 +44,11 @@ OURS = (
         "ours-sb3like_ent_eps",
         "ours, generic defaults + SB3's Adam epsilon 1e-8 and log-prob epsilon 1e-6",
     ),
+    (
+        "ours-unit_ent",
+        "ours, generic defaults but target entropy -dim(A) measured in [-1, 1] actions "
+        "(SB3's), not the env's",
+    ),
 )
 FILE = "docs/generated/untuned-vs-sb3-defaults.md"
 NOTE = (
