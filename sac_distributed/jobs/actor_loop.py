@@ -10,8 +10,9 @@ With several replay shards the actor writes to its home shard (task % S).
 While that shard is down it writes to the next live one in ring order and
 probes home every `shard_probe_interval_s` (ClientConfig), going back when it answers; the
 variable container keeps its own client throughout (`shard_failover.py`, which
-the learner uses too). The writing and its bookkeeping are actor_writer.py's,
-the warm-up actor_warmup.py's, the counters and summaries actor_stats.py's.
+the learner uses too). The env steps are actor_steps.py's, the writing and its
+bookkeeping actor_writer.py's, the warm-up actor_warmup.py's, the counters and
+summaries actor_stats.py's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Callable, List, Optional
 import numpy as np
 from absl import logging
 from tf_agents.environments import py_environment
-from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import replay
 from sac_distributed.algorithm.pixel_policy import make_acting_policy
@@ -30,6 +30,7 @@ from sac_distributed.algorithm.policy import limit_blas_threads
 from sac_distributed.config import ActorConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_stats import ActorStats, ActorSummaries
+from sac_distributed.jobs.actor_steps import EnvSteps
 from sac_distributed.jobs.actor_warmup import WarmUp
 from sac_distributed.jobs.actor_writer import ActorWriter
 from sac_distributed.jobs.shard_failover import Loss, ShardFailover
@@ -57,21 +58,23 @@ class ActorLoop:
         episode_log: Optional[EpisodeLog] = None,
     ):
         self._config = config
-        self._envs = envs
         self._connection = connection
         hp = config.hparams
         self.stats = ActorStats()
         specs = env_loader.env_specs(envs[0])
-        self._frames = specs.is_image  # pixel transitions: each frame stored once
-        self._layout = replay.frame_layout(specs) if self._frames else replay.row_layout(specs)
+        # pixel transitions: each frame stored once
+        layout = replay.frame_layout(specs) if specs.is_image else replay.row_layout(specs)
         self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._out = ActorWriter(
-            connection, hp, self._layout, len(envs), config.task, self._failover, self.stats
+            connection, hp, layout, len(envs), config.task, self._failover, self.stats
         )
         self._open_container()
         self._metrics = metrics
         self._summaries = ActorSummaries(
             metrics, self.stats, config.task, config.summary_interval_s, episode_log
+        )
+        self._steps = EnvSteps(
+            envs, layout, self._out, self.stats, self._summaries, config.env_name
         )
         self._warmup = WarmUp(
             connection, hp.initial_collect_steps, hp.transitions_per_item, config.task
@@ -90,9 +93,7 @@ class ActorLoop:
 
     def run(self) -> ActorStats:
         """Runs until the learner is done, max_env_steps, or a stop signal."""
-        observations = self._flat_observations([env.reset().observation for env in self._envs])
-        episode_return = np.zeros(len(self._envs))
-        episode_length = np.zeros(len(self._envs), dtype=np.int64)
+        observations = self._steps.reset()
         step = 0
         update_interval = self._config.variable_update_interval
         while not self._stop_reason():
@@ -100,7 +101,7 @@ class ActorLoop:
                 if step % update_interval == 0:
                     self._refresh_weights()
                 self._warmup.check(step)
-                observations = self._step(observations, episode_return, episode_length)
+                observations = self._step(observations)
                 step += 1
                 if not self._out.writer.throttle():
                     self._wait_for_replay_capacity()
@@ -196,108 +197,13 @@ class ActorLoop:
             self.stats.stop_reason = "max_env_steps reached"
         return self.stats.stop_reason
 
-    def _flat_observations(self, observations: List[np.ndarray]) -> np.ndarray:
-        """Observations [num_envs, obs_size] float32 (a copy), as the policy and rows take
-        them; images [num_envs, H, W, C] uint8."""
-        if self._frames:
-            return np.stack([np.asarray(o, np.uint8) for o in observations])
-        return np.stack(
-            [np.asarray(o, np.float32).reshape(self._layout.observation_size) for o in observations]
-        )
-
-    def _step(self, observations: np.ndarray, episode_return, episode_length) -> np.ndarray:
-        """Steps every env once and writes its transition; returns the next observations.
-
-        `observations` are flat float32 [num_envs, obs_size]; the next ones are
-        the tail of the rows just written (next_observation), so they cost no copy.
-        """
+    def _step(self, observations: np.ndarray) -> np.ndarray:
+        """Picks every env's action (random during warm-up) and steps them once."""
         if self._warmup.warm and self._policy.has_weights:
             actions = self._policy.action(observations)
         else:
             actions = self._policy.random_action(len(observations))
-        if self._frames:
-            return self._step_frames(observations, actions, episode_return, episode_length)
-        if len(self._envs) == 1:
-            return self._step_one(observations, actions, episode_return, episode_length)
-        steps = [env.step(actions[i]) for i, env in enumerate(self._envs)]
-        self.stats.env_steps += len(steps)
-        rewards = np.array([t.reward for t in steps], np.float32)
-        rows = self._layout.pack(
-            observations,
-            actions,
-            rewards,
-            np.array([t.discount for t in steps], np.float32),
-            np.stack([t.observation for t in steps]),
-        )
-        # One reduction per row: a sum is finite iff every element is (barring
-        # float32 overflow of values near 1e38, which are as broken as inf).
-        finite = np.isfinite(rows.sum(axis=1))
-        episode_length += 1
-        if finite.all():
-            episode_return += rewards
-            self._out.write_rows(rows)
-            ended = [i for i, t in enumerate(steps) if t.step_type == StepType.LAST]
-        else:
-            episode_return[finite] += rewards[finite]
-            self._out.write_rows(rows, finite)
-            self._summaries.non_finite([t.reward for t in steps], finite, self._config.env_name)
-            ended = [
-                i for i, t in enumerate(steps) if t.step_type == StepType.LAST or not finite[i]
-            ]
-        next_observations = self._layout.next_observations(rows)
-        if ended:
-            next_observations = next_observations.copy()  # rows stay as written
-            for i in ended:
-                self._end_episode(i, episode_return, episode_length)
-                next_observations[i] = self._flat_observations([self._envs[i].reset().observation])
-        return next_observations
-
-    def _step_one(self, observations, actions, episode_return, episode_length) -> np.ndarray:
-        """`_step` for one env, without the per-env lists and stacking."""
-        step = self._envs[0].step(actions[0])
-        self.stats.env_steps += 1
-        row = replay.pack_row(
-            observations[0], actions[0], step.reward, step.discount, step.observation
-        )
-        finite = np.isfinite(np.add.reduce(row))
-        episode_length += 1
-        if finite:
-            episode_return += self._layout.reward(row)
-            self._out.write_row(0, row)
-        else:
-            self._summaries.non_finite([step.reward], np.zeros(1, bool), self._config.env_name)
-        if step.step_type == StepType.LAST or not finite:
-            self._end_episode(0, episode_return, episode_length)
-            return self._flat_observations([self._envs[0].reset().observation])
-        return self._layout.next_observations(row[np.newaxis])
-
-    def _step_frames(self, observations, actions, episode_return, episode_length) -> np.ndarray:
-        """`_step` for image observations: each env's transition to the frame writer."""
-        next_observations = []
-        for i, env in enumerate(self._envs):
-            step = env.step(actions[i])
-            self.stats.env_steps += 1
-            episode_length[i] += 1
-            finite = bool(np.isfinite(step.reward) and np.all(np.isfinite(actions[i])))
-            if finite:
-                episode_return[i] += float(step.reward)
-                self._out.write_step(
-                    i, observations[i], actions[i], step.reward, step.discount, step.observation
-                )
-            else:
-                self._summaries.non_finite([step.reward], np.zeros(1, bool), self._config.env_name)
-            if step.step_type == StepType.LAST or not finite:
-                self._end_episode(i, episode_return, episode_length)
-                next_observations.append(np.asarray(env.reset().observation, np.uint8))
-            else:
-                next_observations.append(np.asarray(step.observation, np.uint8))
-        return np.stack(next_observations)
-
-    def _end_episode(self, i: int, episode_return, episode_length) -> None:
-        self._out.end_episode(i)
-        self._summaries.episode(float(episode_return[i]), int(episode_length[i]))
-        episode_return[i] = 0.0
-        episode_length[i] = 0
+        return self._steps.step(observations, actions)
 
     def _refresh_weights(self) -> None:
         snapshot = self._container.pull()
