@@ -207,6 +207,12 @@ flags.DEFINE_integer(
     "4 cheetah-run, 2 walker-walk, 8 cartpole). Steps are counted in policy steps.",
 )
 flags.DEFINE_float(
+    "initial_alpha",
+    None,
+    "The entropy temperature before the first update, learned from there (TF-Agents "
+    "and SB3: 1; DrQ and SAC-AE start pixel SAC at 0.1).",
+)
+flags.DEFINE_float(
     "samples_per_insert",
     None,
     "Samples per inserted transition held by SampleToInsertRatio (0: MinSize, no ratio).",

@@ -133,9 +133,17 @@ class Hyperparams:
     # 2 on walker-walk, 8 on cartpole); step counts stay in policy steps.
     frame_stack: int = 3
     action_repeat: int = 1
+    # The entropy temperature alpha before the first update (TF-Agents' and SB3's 1;
+    # DrQ and SAC-AE start pixel SAC at 0.1). Learned from there.
+    initial_alpha: float = 1.0
     # For ablation studies of CrossQ only: names from algorithm/crossq/config.py's
     # ABLATIONS, each turning one of its pieces back to SAC's. Empty: as published.
     crossq_ablations: Tuple[str, ...] = ()
+
+    @property
+    def initial_log_alpha(self) -> float:
+        """log(initial_alpha): where the learned log temperature starts."""
+        return math.log(self.initial_alpha)
 
     def target_entropy_for(self, action_dims: int) -> float:
         """The target entropy of a policy over `action_dims` action dimensions."""
@@ -201,7 +209,12 @@ def _check_counts(hp: Hyperparams) -> None:
 def _check_optimization(hp: Hyperparams) -> None:
     """Learning rates and their schedule, the critic loss, the algorithm, the network
     start, target and policy averaging, discount, Adam's and the squash's epsilons."""
-    for name in ("critic_learning_rate", "actor_learning_rate", "alpha_learning_rate"):
+    for name in (
+        "critic_learning_rate",
+        "actor_learning_rate",
+        "alpha_learning_rate",
+        "initial_alpha",
+    ):
         _require_positive_number(name, getattr(hp, name))
     _require(
         hp.learning_rate_schedule in LEARNING_RATE_SCHEDULES,

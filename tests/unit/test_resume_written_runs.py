@@ -78,7 +78,12 @@ def test_the_learner_restores_and_trains_on_from_the_written_checkpoint(
 
 # Hyperparameters added after d88b097, each with the value those runs trained with,
 # which must be its default, so that a run recorded without it resumes unchanged.
-ADDED_SINCE = {"target_entropy_per_action_dim": -0.5, "frame_stack": 3, "action_repeat": 1}
+ADDED_SINCE = {
+    "target_entropy_per_action_dim": -0.5,
+    "frame_stack": 3,
+    "action_repeat": 1,
+    "initial_alpha": 1.0,
+}
 
 
 @pytest.mark.parametrize("algorithm", ["sac", "crossq"])

@@ -82,7 +82,7 @@ class CrossQAgent(tf.Module):
             ]
         self._target_tau = hparams.target_update_tau
         self._target_period = hparams.target_update_period
-        self.log_alpha = tf.Variable(0.0, name="log_alpha")  # alpha starts at 1, as SacAgent's
+        self.log_alpha = tf.Variable(hparams.initial_log_alpha, name="log_alpha")
         self.target_entropy = hparams.target_entropy_for(int(specs.action.shape.num_elements()))
         self.gamma = hparams.gamma
         self.reward_scale = hparams.reward_scale_factor

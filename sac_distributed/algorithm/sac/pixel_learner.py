@@ -70,7 +70,7 @@ class PixelSacAgent(tf.Module):
         layers = hparams.critic_joint_fc_layer_params
         self.q_heads = [QHead(layers, "Q1"), QHead(layers, "Q2")]
         self.target_q_heads = [QHead(layers, "TargetQ1"), QHead(layers, "TargetQ2")]
-        self.log_alpha = tf.Variable(0.0, dtype=tf.float32, name="log_alpha")
+        self.log_alpha = tf.Variable(hparams.initial_log_alpha, dtype=tf.float32, name="log_alpha")
         self._action_spec = specs.action
         self.target_entropy = hparams.target_entropy_for(specs.action.shape.num_elements())
         self._loss_fn = td_errors_loss_fn(hparams.critic_loss)

@@ -77,6 +77,7 @@ def make_agent(
         gamma=hparams.gamma,
         reward_scale_factor=hparams.reward_scale_factor,
         target_entropy=hparams.target_entropy_for(int(specs.action.shape.num_elements())),
+        initial_log_alpha=hparams.initial_log_alpha,
         train_step_counter=train_step,
     )
     if hparams.network_init == "torch":
