@@ -9,7 +9,10 @@ their coordinates: the pixel path, a conv encoder on stacked frames),
 
     cd examples && sac-launch --env_name=pointmass:make_env --env_kwargs='{"pixels": true}'
 
-(or from any folder with PYTHONPATH=/path/to/examples). Keyword arguments of
+(or from any folder with PYTHONPATH=/path/to/examples). With
+`{"pixels": true, "velocity": true}` the observation is a Dict of the camera and
+the mass's velocity, what a robot gives (a camera and its own sensors): the run
+reads the encoder's features of the camera and the velocity beside them. Keyword arguments of
 the factory come from --env_kwargs, e.g. --env_kwargs='{"goal_radius": 0.05}'.
 
 The mass sits in the square [-1, 1]^2 and is pushed by a force (the action,
@@ -40,16 +43,25 @@ class PointMassEnv(gymnasium.Env):
         render_mode: Optional[str] = None,
         pixels: bool = False,
         image_size: int = 32,
+        velocity: bool = False,
     ):
         self.goal_radius = float(goal_radius)
         self.dt = float(dt)
         self.render_mode = render_mode
         self.pixels = bool(pixels)
         self.image_size = int(image_size)
+        self.velocity = bool(velocity)
+        if self.velocity and not self.pixels:
+            raise ValueError("velocity=True adds the velocity beside the camera: set pixels=True.")
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         if self.pixels:  # what a camera above the square sees: (H, W, 3) uint8
             shape = (self.image_size, self.image_size, 3)
             self.observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
+            if self.velocity:
+                speed = spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
+                self.observation_space = spaces.Dict(
+                    {"camera": self.observation_space, "velocity": speed}
+                )
         else:
             high = np.array([1, 1, 2, 2, 1, 1], dtype=np.float32)
             self.observation_space = spaces.Box(-high, high, dtype=np.float32)
@@ -89,7 +101,10 @@ class PointMassEnv(gymnasium.Env):
             frame[max(0, y - half) : y + half + 1, max(0, x - half) : x + half + 1] = colour
         return frame
 
-    def _observation(self) -> np.ndarray:
+    def _observation(self) -> Any:
+        if self.pixels and self.velocity:
+            speed = self._velocity.astype(np.float32)
+            return {"camera": self._draw(self.image_size), "velocity": speed}
         if self.pixels:
             return self._draw(self.image_size)
         return np.concatenate([self._position, self._velocity, self._goal]).astype(np.float32)

@@ -16,7 +16,7 @@ them out; the variable container's signature is built from these shapes.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from sac_distributed.algorithm.policy import (
     ObservationNormalization,
     acting_weight_shapes,
 )
+from sac_distributed.envs.observations import PIXELS, STATE
 
 CONV_FILTERS = 32
 CONV_KERNEL = 3
@@ -77,11 +78,15 @@ def encoder_weight_shapes(observation_shape: Sequence[int]) -> List[Tuple[int, .
 
 
 def pixel_acting_weight_shapes(
-    observation_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int]
+    observation_shape: Sequence[int],
+    action_size: int,
+    hidden_sizes: Sequence[int],
+    state_size: int = 0,
 ) -> List[Tuple[int, ...]]:
-    """The encoder's shapes, then the actor MLP's on its features."""
+    """The encoder's shapes, then the actor MLP's on its features (and the state's
+    `state_size` floats concatenated after them)."""
     return encoder_weight_shapes(observation_shape) + acting_weight_shapes(
-        FEATURES, action_size, hidden_sizes
+        FEATURES + state_size, action_size, hidden_sizes
     )
 
 
@@ -143,8 +148,15 @@ class NumpyPixelActorPolicy(NumpyActorPolicy):
         self._encoder = NumpyEncoder(weights[:ENCODER_ARRAYS])
         super().set_weights(weights[ENCODER_ARRAYS:], None)
 
-    def _forward(self, observations: np.ndarray) -> tuple:
-        return super()._forward(self._encoder(observations))
+    def _forward(self, observations: Any) -> tuple:
+        """Observations: uint8 [B, H, W, C], or {"pixels": those, "state": float32 [B, D]}."""
+        if not isinstance(observations, Mapping):
+            return super()._forward(self._encoder(observations))
+        features = self._encoder(observations[PIXELS])
+        if STATE in observations:
+            state = np.asarray(observations[STATE], np.float32).reshape(len(features), -1)
+            features = np.concatenate([features, state], axis=1)
+        return super()._forward(features)
 
 
 def make_acting_policy(specs, hparams, seed: Optional[int] = None) -> NumpyActorPolicy:
@@ -164,9 +176,11 @@ def acting_weight_shapes_for(specs, hparams) -> List[Tuple[int, ...]]:
     """The acting weights' shapes of an env's policy (the variable container's)."""
     action_size = specs.action.shape.num_elements()
     if specs.is_image:
-        observation_shape = specs.observation.shape.as_list()
         return pixel_acting_weight_shapes(
-            observation_shape, action_size, hparams.actor_fc_layer_params
+            specs.image.shape.as_list(),
+            action_size,
+            hparams.actor_fc_layer_params,
+            specs.state_size,
         )
     return acting_weight_shapes(
         specs.observation.shape.num_elements(), action_size, hparams.actor_fc_layer_params

@@ -14,7 +14,7 @@ with observation normalization it first applies the learner's statistics as
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -171,7 +171,7 @@ class NumpyActorPolicy:
     def action(self, observations: np.ndarray, greedy: bool = False) -> np.ndarray:
         """Samples (or, with greedy=True, takes the mode of) squashed actions."""
         if not self._layers:
-            return self.random_action(len(observations))
+            return self.random_action(batch_size(observations))
         mean, log_std = self._forward(observations)
         if greedy:
             z = np.tanh(mean)
@@ -185,9 +185,24 @@ class NumpyActorPolicy:
         # tanh can round to exactly +-1 in float32; keep actions inside the spec.
         np.maximum(z, self._low, out=z)
         np.minimum(z, self._high, out=z)
-        return z.reshape((len(observations),) + self._action_shape)
+        return z.reshape((len(z),) + self._action_shape)
 
     def random_action(self, batch_size: int) -> np.ndarray:
         """Uniform actions in the bounds, the initial-collect policy."""
         u = self._rng.uniform(self._low, self._high, size=(batch_size, self._action_dim))
         return u.astype(np.float32).reshape((batch_size,) + self._action_shape)
+
+
+def batch_size(observations: Any) -> int:
+    """Observations in a batch: an array's first dimension, or a dict's arrays' (a
+    camera and its state, envs/observations.py)."""
+    if isinstance(observations, Mapping):
+        return len(next(iter(observations.values())))
+    return len(observations)
+
+
+def add_batch(observation: Any) -> Any:
+    """One env's observation as a batch of one (each array of a dict, too)."""
+    if isinstance(observation, Mapping):
+        return {key: np.asarray(value)[None] for key, value in observation.items()}
+    return np.asarray(observation)[None]

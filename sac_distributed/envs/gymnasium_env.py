@@ -14,9 +14,11 @@ time steps the way SAC needs them:
 Observations are float32, as the replay stores them (MuJoCo's are float64),
 except a camera: an observation that is one uint8 image stays uint8, turned
 channels-last if its channels come first (`observations.image_layout`), for the
-pixel path (pixels.py). A Dict, Tuple, Discrete, MultiDiscrete or MultiBinary
-observation is flattened into one float32 vector by Gymnasium's own
-`spaces.utils.flatten` (the parts and their order: `observations`).
+pixel path (pixels.py), and a Dict or Tuple holding one such image becomes
+{"pixels": the image, "state": its other parts flattened} (`observations.split_camera`).
+Any other Dict, Tuple, Discrete, MultiDiscrete or MultiBinary observation is
+flattened into one float32 vector by Gymnasium's own `spaces.utils.flatten` (the
+parts and their order: `observations`).
 """
 
 from __future__ import annotations
@@ -41,14 +43,18 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._env = env
         self._name = name or str(getattr(env, "spec", None) and env.spec.id)
         space = env.observation_space
-        self._flatten: Optional[Callable[[Any], np.ndarray]] = None
+        self._flatten: Optional[Callable[[Any], Any]] = None
         self._image, self._channels_first = False, False
         if observations.is_flat_box(space):
             self._image, self._channels_first = observations.image_layout(
                 tuple(space.shape), space.dtype
             )
+        parts = None if self._image else observations.observation_parts(space, self._name)
         if self._image:
             self._observation_spec = _image_spec(tuple(space.shape), self._channels_first)
+        elif observations.is_camera(parts) and observations.is_nested(parts):
+            self._flatten = observations.split_camera(space)
+            self._observation_spec = _camera_specs(parts)
         else:
             if not observations.is_flat_box(space):
                 from gymnasium.spaces import utils
@@ -60,7 +66,7 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._seed: Optional[int] = None
         self._info: Any = {}
 
-    def observation_spec(self) -> array_spec.BoundedArraySpec:
+    def observation_spec(self) -> Any:
         return self._observation_spec
 
     def action_spec(self) -> array_spec.BoundedArraySpec:
@@ -105,6 +111,8 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
             )
         if self._flatten is not None:
             observation = self._flatten(observation)
+        if isinstance(observation, dict):  # a camera and its state (split_camera)
+            return observation
         return np.asarray(observation, dtype=np.float32)
 
 
@@ -155,6 +163,17 @@ def _image_spec(shape: tuple, channels_first: bool) -> array_spec.BoundedArraySp
     if channels_first:
         shape = (shape[1], shape[2], shape[0])
     return array_spec.BoundedArraySpec(shape, np.uint8, minimum=0, maximum=255, name="observation")
+
+
+def _camera_specs(parts) -> dict:
+    """{"pixels": the image's spec, "state": float32[the other parts' size]}."""
+    image = observations.camera_part(parts)
+    specs = {observations.PIXELS: _image_spec(image.shape, image.channels_first)}
+    size = observations.state_size(parts)
+    if size:
+        spec = array_spec.ArraySpec((size,), np.float32, name=observations.STATE)
+        specs[observations.STATE] = spec
+    return specs
 
 
 def _box_spec(space: Any, dtype: Any, name: str) -> array_spec.BoundedArraySpec:

@@ -68,8 +68,7 @@ def _with_pixel_options(
 ) -> py_environment.PyEnvironment:
     if action_repeat > 1:
         env = pixels.ActionRepeat(env, action_repeat)
-    spec = env.observation_spec()
-    if not tf.nest.is_nested(spec) and pixels.is_image_spec(tuple(spec.shape), spec.dtype):
+    if pixels.camera_image(env.observation_spec()) is not None:
         env = pixels.FrameStack(env, frame_stack)
     return env
 
@@ -158,7 +157,8 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
     """Tensor specs of `env`, checked to be usable by SAC."""
     obs_spec = env.observation_spec()
     action_spec = env.action_spec()
-    if tf.nest.is_nested(obs_spec) or tf.nest.is_nested(action_spec):
+    camera = pixels.camera_image(obs_spec) is not None  # one image, or it and a state
+    if (tf.nest.is_nested(obs_spec) and not camera) or tf.nest.is_nested(action_spec):
         raise EnvError(
             f"{env_name or 'The environment'} has nested observations or actions; "
             "sac_distributed supports one flat Box observation and one Box action: wrap a "

@@ -15,14 +15,21 @@ check an env before any process starts):
 
 Text, Sequence, Graph and OneOf observations have no fixed-size vector and are
 refused in one line that names the part. An observation that is one image
-trains from pixels (pixels.py); an image inside a Dict or Tuple is flattened like
-any other part, an MLP on raw pixels, which `describe_parts` says plainly.
+trains from pixels (pixels.py). So does a Dict or Tuple of Gymnasium spaces with
+exactly one image (15x15 or larger) among vector parts (a robot's camera and
+joint angles): the
+run observes {"pixels": the image, "state": the other parts flattened into one
+float32 vector, in the space's order} (`split_camera`), and the critics and the
+actor read the conv encoder's features of the pixels concatenated with the
+state, SB3's MultiInputPolicy's way. Two or more images in one observation are
+flattened like any other part, an MLP on raw pixels, which `describe_parts` says
+plainly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -30,6 +37,12 @@ from sac_distributed.errors import ConfigError, EnvError
 
 VECTOR = "vector"
 IMAGE = "image"
+# The smallest height and width the conv encoder takes: pixel_policy.min_image_size(),
+# which a test holds this to (envs/ does not import the algorithm).
+SMALLEST_CAMERA = 15
+# The keys of a camera-and-state observation inside a run (and of its exports).
+PIXELS = "pixels"
+STATE = "state"
 # Spaces whose samples have no fixed size (or no numbers): refused.
 _NO_FIXED_VECTOR = ("Text", "Sequence", "Graph", "OneOf")
 _ONE_HOT = ("Discrete", "MultiDiscrete", "MultiBinary")
@@ -81,39 +94,121 @@ def is_one_vector(parts: List[ObservationPart]) -> bool:
     return len(parts) == 1 and parts[0].kind == VECTOR and parts[0].space == "Box"
 
 
+def camera_part(parts: List[ObservationPart]) -> Optional[ObservationPart]:
+    """The one image of observations that train from pixels, else None (no image,
+    several, or one inside a Dict or Tuple too small for the encoder: those are
+    flattened, as before cameras in a Dict trained from pixels)."""
+    images = [p for p in parts if p.kind == IMAGE]
+    if len(images) != 1:
+        return None
+    if is_nested(parts) and min(_height_width(images[0])) < SMALLEST_CAMERA:
+        return None
+    return images[0]
+
+
+def _height_width(part: ObservationPart) -> Tuple[int, int]:
+    shape = part.shape
+    return (shape[1], shape[2]) if part.channels_first else (shape[0], shape[1])
+
+
 def is_camera(parts: List[ObservationPart]) -> bool:
-    """True for one uint8 image: observations that train from pixels (envs/pixels.py)."""
-    return len(parts) == 1 and parts[0].kind == IMAGE
+    """True for observations that train from pixels (envs/pixels.py): one uint8 image,
+    alone or in a Dict or Tuple beside vector parts."""
+    return camera_part(parts) is not None
+
+
+def is_nested(parts: List[ObservationPart]) -> bool:
+    """True for the parts of a Dict or Tuple (each leaf has a path)."""
+    return bool(parts) and bool(parts[0].path)
 
 
 def camera_shape(parts: List[ObservationPart]) -> Optional[Tuple[int, ...]]:
-    """(H, W, C) of a camera observation (channels moved last), None for any other."""
-    if not is_camera(parts):
+    """(H, W, C) of a camera observation's image (channels moved last), None for any other."""
+    image = camera_part(parts)
+    if image is None:
         return None
-    shape = parts[0].shape
-    return (shape[1], shape[2], shape[0]) if parts[0].channels_first else tuple(shape)
+    shape = image.shape
+    return (shape[1], shape[2], shape[0]) if image.channels_first else tuple(shape)
 
 
-def describe_parts(parts: List[ObservationPart]) -> str:
-    """One line: what the env observes and how a run takes it in."""
+def state_size(parts: List[ObservationPart]) -> int:
+    """Floats in a camera observation's state: every part but the image."""
+    return sum(p.size for p in parts if p.kind != IMAGE)
+
+
+def describe_parts(parts: List[ObservationPart], camera: bool = True) -> str:
+    """One line: what the env observes and how a run takes it in (`camera=False`: an
+    env whose loader flattens every part, gym's pre-Gymnasium API)."""
     listed = ", ".join(p.describe() for p in parts)
-    if is_camera(parts):
+    pixels = (
+        "trained from pixels, the last --frame_stack frames stacked, each stored once in "
+        "replay, through a conv encoder that the critics train and the actor shares"
+    )
+    if camera and is_camera(parts) and not is_nested(parts):
+        return f"observations {listed}: {pixels}"
+    if camera and is_camera(parts):
+        image = camera_part(parts)
+        size = state_size(parts)
+        state = f"; the other parts ({size} floats) as one state vector beside its features"
         return (
-            f"observations {listed}: trained from pixels, the last --frame_stack frames "
-            "stacked, each stored once in replay, through a conv encoder that the critics "
-            "train and the actor shares"
+            f"observations ({listed}): {image.path} {pixels}"
+            + (state if size else "")
+            + f" (the run observes {{{PIXELS!r}, {STATE!r}}})"
         )
     total = sum(p.size for p in parts)
     text = f"observations {listed}" if len(parts) == 1 else f"observations ({listed})"
     text += f": one flat vector of {total} floats"
     images = [p for p in parts if p.kind == IMAGE]
     if images:
+        if not camera:
+            why = (
+                "gym's pre-Gymnasium API flattens nested observations; make the env a "
+                "Gymnasium one to train its camera through the conv encoder"
+            )
+        elif len(images) > 1:
+            why = "the conv encoder takes one camera per observation"
+        else:
+            why = f"the conv encoder takes images of {SMALLEST_CAMERA}x{SMALLEST_CAMERA} or more"
+
         text += (
             "; images inside a Dict or Tuple are flattened into it as raw pixels for an MLP "
-            "(the conv encoder takes a camera only as the whole observation), which learns "
-            "little from pixels"
+            f"({why}), which learns little from pixels"
         )
     return text
+
+
+def split_camera(space: Any) -> Callable[[Any], Dict[str, np.ndarray]]:
+    """For a Gymnasium Dict or Tuple space with one image: a function from its
+    observations to {PIXELS: the image channels-last uint8, STATE: the other parts
+    flattened into float32, in the space's order} (STATE left out when there are none)."""
+    from gymnasium.spaces import utils
+
+    parts = observation_parts(space, "")
+    image = camera_part(parts)
+    if image is None or not is_nested(parts):
+        raise ValueError(f"{space} is not a Dict or Tuple with one image.")
+    vectors = [(p.path, _leaf(space, p.path)) for p in parts if p.kind != IMAGE]
+
+    def split(observation: Any) -> Dict[str, np.ndarray]:
+        frame = np.asarray(_leaf(observation, image.path), np.uint8)
+        if image.channels_first:
+            frame = np.ascontiguousarray(np.moveaxis(frame, 0, -1))
+        if not vectors:
+            return {PIXELS: frame}
+        flat = [utils.flatten(leaf, _leaf(observation, path)) for path, leaf in vectors]
+        return {PIXELS: frame, STATE: np.concatenate(flat).astype(np.float32)}
+
+    return split
+
+
+def _leaf(value: Any, path: str) -> Any:
+    """The part of a nested Dict/Tuple space (or of its observation) at `path`."""
+    for key in path.split("/"):
+        if isinstance(value, (tuple, list)) or type(value).__name__ == "Tuple":
+            value = value[int(key)]
+        else:
+            value = value[key]
+    return value
 
 
 def image_layout(shape: Tuple[int, ...], dtype: Any) -> Tuple[bool, bool]:

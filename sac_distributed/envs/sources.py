@@ -136,11 +136,14 @@ def check_env_name(
     env = make_raw_env(source, parse_env_kwargs(env_kwargs))
     try:
         parts = check_spaces(env, env_name)
+        # gym's (pre-Gymnasium) envs reach the loader through gym's own flatten.
+        camera = kind_of(env) != GYM or not observations.is_nested(parts or [])
     finally:
         _close_quietly(env)
     if parts is None or observations.is_one_vector(parts):
         return source, None, None
-    return source, observations.describe_parts(parts), observations.camera_shape(parts)
+    shape = observations.camera_shape(parts) if camera else None
+    return source, observations.describe_parts(parts, camera), shape
 
 
 def check_spaces(env: Any, env_name: str) -> Optional[List[observations.ObservationPart]]:

@@ -3,30 +3,53 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Optional
 
 import tensorflow as tf
-from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
+
+from sac_distributed.envs.observations import PIXELS, STATE
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpecs:
-    """Tensor specs of one environment, the source of every signature."""
+    """Tensor specs of one environment, the source of every signature.
 
-    observation: tensor_spec.TensorSpec
-    action: tensor_spec.BoundedTensorSpec
+    `observation` is one TensorSpec, or for a camera with a state (envs/observations.py)
+    the dict {"pixels": uint8 (H, W, C), "state": float32 [D]}.
+    """
+
+    observation: Any
+    action: Any  # a BoundedTensorSpec
     time_step: ts.TimeStep
     # Frames stacked along the channels of an image observation (envs/pixels.py).
     frame_stack: int = 1
 
     @property
+    def image(self) -> Optional[tf.TensorSpec]:
+        """The (stacked) image spec of a camera observation, else None."""
+        spec = self.observation
+        if isinstance(spec, dict):
+            spec = spec.get(PIXELS)
+        if spec is None or tf.nest.is_nested(spec):
+            return None
+        return spec if spec.shape.rank == 3 and spec.dtype == tf.uint8 else None
+
+    @property
     def is_image(self) -> bool:
-        """Whether the observation is a uint8 (H, W, C) image: the pixel path."""
-        shape = self.observation.shape
-        return shape.rank == 3 and self.observation.dtype == tf.uint8
+        """Whether the observation is a camera (a uint8 (H, W, C) image, with or
+        without a state vector beside it): the pixel path."""
+        return self.image is not None
+
+    @property
+    def state_size(self) -> int:
+        """Floats of a camera observation's state vector (0: none, or not a camera)."""
+        if not isinstance(self.observation, dict) or STATE not in self.observation:
+            return 0
+        return int(self.observation[STATE].shape.num_elements())
 
     @property
     def frame_shape(self) -> tuple:
         """(H, W, C) of one frame of an image observation."""
-        height, width, channels = self.observation.shape.as_list()
+        height, width, channels = self.image.shape.as_list()
         return (height, width, channels // self.frame_stack)

@@ -26,7 +26,7 @@ from tf_agents.environments import py_environment
 
 from sac_distributed import replay
 from sac_distributed.algorithm.pixel_policy import make_acting_policy
-from sac_distributed.algorithm.policy import limit_blas_threads
+from sac_distributed.algorithm.policy import batch_size, limit_blas_threads
 from sac_distributed.config import ActorConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.jobs.actor_stats import ActorStats, ActorSummaries
@@ -202,7 +202,7 @@ class ActorLoop:
         if self._warmup.warm and self._policy.has_weights:
             actions = self._policy.action(observations)
         else:
-            actions = self._policy.random_action(len(observations))
+            actions = self._policy.random_action(batch_size(observations))
         return self._steps.step(observations, actions)
 
     def _refresh_weights(self) -> None:

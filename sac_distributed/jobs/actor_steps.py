@@ -18,6 +18,7 @@ from tf_agents.environments import py_environment
 from tf_agents.trajectories.time_step import StepType
 
 from sac_distributed import replay
+from sac_distributed.envs import pixels
 from sac_distributed.jobs.actor_stats import ActorStats, ActorSummaries
 from sac_distributed.jobs.actor_writer import ActorWriter
 
@@ -61,7 +62,7 @@ class EnvSteps:
         """Observations [num_envs, obs_size] float32 (a copy), as the policy and rows take
         them; images [num_envs, H, W, C] uint8."""
         if self._frames:
-            return np.stack([np.asarray(o, np.uint8) for o in observations])
+            return pixels.stack_camera(observations)
         return np.stack(
             [np.asarray(o, np.float32).reshape(self._layout.observation_size) for o in observations]
         )
@@ -131,17 +132,18 @@ class EnvSteps:
             finite = bool(np.isfinite(step.reward) and np.all(np.isfinite(actions[i])))
             if finite:
                 self._return[i] += float(step.reward)
+                observation = pixels.camera_at(observations, i)
                 self._out.write_step(
-                    i, observations[i], actions[i], step.reward, step.discount, step.observation
+                    i, observation, actions[i], step.reward, step.discount, step.observation
                 )
             else:
                 self._summaries.non_finite([step.reward], np.zeros(1, bool), self._env_name)
             if step.step_type == StepType.LAST or not finite:
                 self._end_episode(i)
-                next_observations.append(np.asarray(env.reset().observation, np.uint8))
+                next_observations.append(env.reset().observation)
             else:
-                next_observations.append(np.asarray(step.observation, np.uint8))
-        return np.stack(next_observations)
+                next_observations.append(step.observation)
+        return pixels.stack_camera(next_observations)
 
     def _end_episode(self, i: int) -> None:
         self._out.end_episode(i)

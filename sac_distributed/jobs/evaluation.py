@@ -17,7 +17,7 @@ from tf_agents.environments import py_environment
 
 from sac_distributed import paths
 from sac_distributed.algorithm.pixel_policy import make_acting_policy
-from sac_distributed.algorithm.policy import NumpyActorPolicy, limit_blas_threads
+from sac_distributed.algorithm.policy import NumpyActorPolicy, add_batch, limit_blas_threads
 from sac_distributed.config import EvaluatorConfig
 from sac_distributed.envs import loader as env_loader
 from sac_distributed.replay import REPLAY_TABLE, table_info, transition_counts
@@ -54,7 +54,7 @@ def run_episodes(
         while not time_step.is_last():
             if should_stop():
                 return returns, lengths
-            action = policy.action(time_step.observation[None], greedy=greedy)[0]
+            action = policy.action(add_batch(time_step.observation), greedy=greedy)[0]
             time_step = env.step(action)
             total += float(time_step.reward)
             length += 1

@@ -9,7 +9,10 @@ consecutive transitions, and their K actions, rewards and discounts. Reverb
 keeps each row's data once however many items reference it, so a transition
 costs about one frame (benchmarks/results/pixel_replay_bytes). A new episode
 starts with frame_stack rows holding the reset frame, the padded stack of the
-first observation (`envs.pixels.FrameStack`), so no item crosses episodes.
+first observation (`envs.pixels.FrameStack`), so no item crosses episodes. A
+camera with a state ({"pixels", "state"}, envs/observations.py) stores each
+step's state vector in the same row as its frame: an item's K + 1 newest states
+are its transitions' s and s' states.
 
 `FrameLayout` is the item's layout (its signature, and the `Transition` that the
 learner's dataset makes of sampled items); `FrameWriter` writes one stream of
@@ -19,7 +22,7 @@ rows per env, each through its own Reverb TrajectoryWriter.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 import reverb
@@ -27,6 +30,8 @@ import tensorflow as tf
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
+from sac_distributed.envs.observations import PIXELS, STATE
+from sac_distributed.envs.pixels import camera_pixels
 from sac_distributed.envs.specs import EnvSpecs
 
 # The columns of a pixel replay item.
@@ -34,6 +39,7 @@ FRAMES = "frames"  # uint8 [frame_stack + K, H, W, C]
 ACTIONS = "actions"  # [K, action...]
 REWARDS = "rewards"  # float32 [K]
 DISCOUNTS = "discounts"  # float32 [K]
+STATES = "states"  # float32 [K + 1, D]: a camera's state vectors, when it has them
 # How the frames column's name starts: it records the layout for error messages.
 FRAMES_OF = "frames of "
 
@@ -46,6 +52,7 @@ class FrameLayout:
     frame_stack: int
     action_shape: tuple
     action_dtype: tf.dtypes.DType
+    state_size: int = 0  # floats of the state beside each frame (0: images alone)
 
     @property
     def frame_channels(self) -> int:
@@ -58,30 +65,41 @@ class FrameLayout:
 
     def describe(self) -> str:
         """E.g. 'frames of uint8[84, 84, 3], stack 3 (action: float32[6], reward, discount)'."""
+        state = f"state: float32[{self.state_size}], " if self.state_size else ""
         return (
             f"{FRAMES_OF}uint8{list(self.frame_shape)}, stack {self.frame_stack} "
-            f"(action: {self.action_dtype.name}{list(self.action_shape)}, reward, discount)"
+            f"({state}action: {self.action_dtype.name}{list(self.action_shape)}, reward, "
+            "discount)"
         )
 
     def signature(self, transitions_per_item: Optional[int]) -> Dict[str, tf.TensorSpec]:
         """One item of K transitions (None: any K, for `signatures_match`)."""
         k = transitions_per_item
         frames = None if k is None else self.frame_stack + k
-        return {
+        signature = {
             FRAMES: tf.TensorSpec((frames, *self.frame_shape), tf.uint8, self.describe()),
             ACTIONS: tf.TensorSpec((k, *self.action_shape), self.action_dtype, ACTIONS),
             REWARDS: tf.TensorSpec((k,), tf.float32, REWARDS),
             DISCOUNTS: tf.TensorSpec((k,), tf.float32, DISCOUNTS),
         }
+        if self.state_size:
+            states = None if k is None else k + 1
+            signature[STATES] = tf.TensorSpec((states, self.state_size), tf.float32, STATES)
+        return signature
 
-    def newest_frame(self, observation: np.ndarray) -> np.ndarray:
+    def newest_frame(self, observation: Any) -> np.ndarray:
         """The last frame of a stacked observation (H, W, stack x C)."""
-        return observation[..., -self.frame_channels :]
+        return camera_pixels(observation)[..., -self.frame_channels :]
 
-    def frames_of(self, observation: np.ndarray) -> List[np.ndarray]:
+    def frames_of(self, observation: Any) -> List[np.ndarray]:
         """The frames of a stacked observation, oldest first."""
         c = self.frame_channels
-        return [observation[..., i * c : (i + 1) * c] for i in range(self.frame_stack)]
+        pixels = camera_pixels(observation)
+        return [pixels[..., i * c : (i + 1) * c] for i in range(self.frame_stack)]
+
+    def state_of(self, observation: Any) -> np.ndarray:
+        """The state vector of a camera observation with one (float32 [D])."""
+        return np.asarray(observation[STATE], np.float32).reshape(self.state_size)
 
     def to_transition(self, items: Mapping[str, tf.Tensor]) -> trajectory.Transition:
         """A batch of N sampled items as a `Transition` of N x K stacked transitions."""
@@ -91,6 +109,10 @@ class FrameLayout:
         windows = tf.stack([frames[:, j : j + s + 1] for j in range(k)], axis=1)
         observation = self._stacked(windows[:, :, :s])
         next_observation = self._stacked(windows[:, :, 1:])
+        if self.state_size:
+            states = items[STATES]  # [N, K + 1, D]
+            observation = {PIXELS: observation, STATE: self._flat_states(states[:, :k])}
+            next_observation = {PIXELS: next_observation, STATE: self._flat_states(states[:, 1:])}
         action = tf.reshape(items[ACTIONS], [-1, *self.action_shape])
         reward = tf.reshape(items[REWARDS], [-1])
         discount = tf.reshape(items[DISCOUNTS], [-1])
@@ -100,6 +122,9 @@ class FrameLayout:
         return trajectory.Transition(
             time_step, policy_step.PolicyStep(action, (), ()), next_time_step
         )
+
+    def _flat_states(self, states: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(states, [-1, self.state_size])
 
     def _stacked(self, frames: tf.Tensor) -> tf.Tensor:
         """[N, K, S, H, W, C] frames as [N x K, H, W, S x C] observations, oldest first."""
@@ -114,6 +139,7 @@ def frame_layout(specs: EnvSpecs) -> FrameLayout:
         frame_stack=specs.frame_stack,
         action_shape=tuple(specs.action.shape.as_list()),
         action_dtype=tf.as_dtype(specs.action.dtype),
+        state_size=specs.state_size,
     )
 
 
@@ -190,18 +216,23 @@ class FrameWriter:
     ) -> None:
         """Env `stream`'s transition; an item every K transitions of an episode."""
         s = self._streams[stream]
+        layout = self._layout
         if not s.started:  # the episode's first transition: its padded first stack
-            for frame in self._layout.frames_of(observation):
-                s.writer.append({FRAMES: frame})
+            for frame in layout.frames_of(observation):
+                row = {FRAMES: frame}
+                if layout.state_size:  # s's state; the newest padding row is s's row
+                    row[STATES] = layout.state_of(observation)
+                s.writer.append(row)
             s.started, s.steps = True, 0
-        s.writer.append(
-            {
-                FRAMES: self._layout.newest_frame(next_observation),
-                ACTIONS: np.asarray(action, self._layout.action_dtype.as_numpy_dtype),
-                REWARDS: np.float32(reward),
-                DISCOUNTS: np.float32(discount),
-            }
-        )
+        row = {
+            FRAMES: layout.newest_frame(next_observation),
+            ACTIONS: np.asarray(action, layout.action_dtype.as_numpy_dtype),
+            REWARDS: np.float32(reward),
+            DISCOUNTS: np.float32(discount),
+        }
+        if layout.state_size:
+            row[STATES] = layout.state_of(next_observation)
+        s.writer.append(row)
         s.steps += 1
         if s.steps % self._k == 0:
             self._create_item(s)
@@ -215,6 +246,8 @@ class FrameWriter:
             REWARDS: history[REWARDS][-k:],
             DISCOUNTS: history[DISCOUNTS][-k:],
         }
+        if self._layout.state_size:
+            item[STATES] = history[STATES][-(k + 1) :]
         s.writer.create_item(self._table, self.priority, item)
         s.unconfirmed += 1
         self._transitions_written += k

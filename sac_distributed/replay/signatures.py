@@ -86,7 +86,8 @@ def variable_signature(specs: EnvSpecs, hparams: Hyperparams) -> Dict[str, objec
         tf.TensorSpec(shape, tf.float32, f"{POLICY_VARIABLES}_{i}")
         for i, shape in enumerate(shapes)
     )
-    observation_shape = specs.observation.shape
+    # A camera's statistics have the image's shape (the pixel learner's are the identity).
+    observation_shape = specs.image.shape if specs.is_image else specs.observation.shape
     return {
         POLICY_VARIABLES: policy,
         TRAIN_STEP: tf.TensorSpec((), tf.int64, TRAIN_STEP),

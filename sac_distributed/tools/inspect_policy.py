@@ -28,6 +28,7 @@ from absl import logging
 
 from sac_distributed.config import parse_env_kwargs
 from sac_distributed.envs import sources as env_sources
+from sac_distributed.envs.observations import STATE
 from sac_distributed.errors import ConfigError, EnvError
 from sac_distributed.paths import POLICIES_DIR, RUN_INFO_FILE
 
@@ -191,15 +192,20 @@ def check_specs(policy: py_policy.PyPolicy, env: py_environment.PyEnvironment, e
         ("action", policy.action_spec, env.action_spec()),
     )
     for what, policy_spec, env_spec in pairs:
-        if tuple(policy_spec.shape) != tuple(env_spec.shape) or np.dtype(
-            policy_spec.dtype
-        ) != np.dtype(env_spec.dtype):
+        if _spec_text(policy_spec) != _spec_text(env_spec):
             raise EnvError(
                 f"The policy's {what} spec does not match {env_name}'s:\n"
-                f"  policy: shape {tuple(policy_spec.shape)} {np.dtype(policy_spec.dtype)}\n"
-                f"  {env_name}: shape {tuple(env_spec.shape)} {np.dtype(env_spec.dtype)}\n"
+                f"  policy: {_spec_text(policy_spec)}\n"
+                f"  {env_name}: {_spec_text(env_spec)}\n"
                 "Pass the --env_name the policy was trained on."
             )
+
+
+def _spec_text(spec) -> str:
+    """'shape (3,) float32', or for a dict of specs each key's."""
+    if isinstance(spec, dict):
+        return ", ".join(f"{key}: {_spec_text(spec[key])}" for key in sorted(spec))
+    return f"shape {tuple(spec.shape)} {np.dtype(spec.dtype)}"
 
 
 def render_frame(env: py_environment.PyEnvironment) -> np.ndarray:
@@ -263,13 +269,20 @@ def describe_episode(
     text = f"return {ret:.2f}, length {length}"
     if ending:
         text += f", {ending}"
-    if last_observation is not None:
+    if last_observation:
         text += f"; last observation [{', '.join(f'{v:.3g}' for v in last_observation)}]"
     return text
 
 
 def _flat_floats(observation) -> Tuple[float, ...]:
-    return tuple(float(v) for v in np.asarray(observation, dtype=np.float64).ravel())
+    """The observation's numbers, for the episode line; of a camera, its state alone
+    (the image has thousands)."""
+    if isinstance(observation, dict):
+        observation = observation.get(STATE, ())
+    values = np.asarray(observation)
+    if values.ndim == 3 and values.dtype == np.uint8:
+        return ()
+    return tuple(float(v) for v in values.astype(np.float64).ravel())
 
 
 def check_video_path(path: str) -> None:

@@ -1,9 +1,11 @@
 """A camera env trained end to end by sac-launch with real processes: the example
-point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true) goes
-through the pixel path (stacked uint8 frames, each stored once, a conv encoder),
-and its exported greedy policy plays the env's own uint8 observations, in
-sac-evaluate (with a video) and in stock TF-Agents."""
+point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true), alone
+and in a Dict beside the mass's velocity, goes through the pixel path (stacked
+uint8 frames, each stored once, a conv encoder), and its exported greedy policy
+plays the env's own uint8 observations, in sac-evaluate (with a video) and in
+stock TF-Agents."""
 
+import json
 import os
 
 import numpy as np
@@ -15,16 +17,25 @@ from sac_distributed.envs import loader
 
 pytestmark = pytest.mark.slow
 
-CAMERA_KWARGS = '--env_kwargs={"pixels": true, "max_episode_steps": 50}'
+# The camera alone, and the camera beside the mass's velocity (a Dict observation).
+CAMERAS = {
+    "camera": ('{"pixels": true, "max_episode_steps": 50}', "observations image 32x32x3"),
+    "camera_and_state": (
+        '{"pixels": true, "velocity": true, "max_episode_steps": 50}',
+        "as one state vector beside its features",
+    ),
+}
 
 
-def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_path):
+@pytest.mark.parametrize("kind", sorted(CAMERAS))
+def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_path, kind):
+    kwargs, said = CAMERAS[kind]
     root = tmp_path / "camera"
     launched = run(
         "launch",
         f"--root_dir={root}",
         "--env_name=pointmass:make_env",
-        CAMERA_KWARGS,
+        f"--env_kwargs={kwargs}",
         *TINY_RUN_FLAGS,
         "--samples_per_insert=32",
         timeout_s=DEADLINE_S,
@@ -32,7 +43,7 @@ def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_
     )
     out = launched.stdout + launched.stderr
     assert launched.returncode == 0, out[-4000:]
-    assert "observations image 32x32x3 uint8 (channels-last): trained from pixels" in out
+    assert said in out and "trained from pixels" in out
     assert "every job exited 0" in out
     results = (root / "eval" / "results.csv").read_text().splitlines()
     assert len(results) >= 2, results  # a header and at least one evaluation
@@ -60,12 +71,17 @@ def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_
     env = loader.load_env(
         "pointmass:make_env",
         seed=0,
-        env_kwargs={"pixels": True},
+        env_kwargs=json.loads(kwargs),
         module_dirs=(EXAMPLES_DIR,),
         frame_stack=3,
     )
     time_step = env.reset()
-    assert time_step.observation.dtype == np.uint8
-    assert policy.time_step_spec.observation.dtype == np.uint8
+    pixels = time_step.observation
+    want = policy.time_step_spec.observation
+    if kind == "camera_and_state":  # the export takes the env's {"pixels", "state"}
+        pixels = pixels["pixels"]
+        assert set(want) == {"pixels", "state"} and want["state"].shape == (2,)
+        want = want["pixels"]
+    assert pixels.dtype == np.uint8 and want.dtype == np.uint8
     action = policy.action(time_step).action
     assert action.shape == (2,) and np.all(np.abs(action) <= 1.0)

@@ -64,7 +64,7 @@ def test_the_description_names_every_part_and_that_images_in_a_dict_are_raw_pixe
     assert text.startswith("observations (camera: image 3x8x8 uint8 (channels-first), ")
     assert "mode: Discrete as 3 one-hot floats" in text
     assert "one flat vector of 195 floats" in text
-    assert "conv encoder takes a camera only as the whole observation" in text
+    assert "the conv encoder takes images of 15x15 or more" in text
     assert "no convolutional" not in observations.describe_parts(_parts(spaces.Discrete(4)))
 
 

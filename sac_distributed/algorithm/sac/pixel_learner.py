@@ -86,7 +86,9 @@ class PixelSacAgent(tf.Module):
         self.alpha_optimizer.build([self.log_alpha])
 
     def _build(self, specs: EnvSpecs) -> None:
-        observation = tf.zeros([1, *specs.observation.shape.as_list()], tf.uint8)
+        observation = tf.nest.map_structure(
+            lambda spec: tf.zeros([1, *spec.shape.as_list()], spec.dtype), specs.observation
+        )
         action = tf.zeros([1, *specs.action.shape.as_list()], specs.action.dtype)
         for encoder in (self.encoder, self.target_encoder):
             features = encoder(observation)
@@ -254,4 +256,4 @@ class PixelSacLearner(LearnerBase):
 
     def observation_normalization(self) -> ObservationNormalization:
         """The identity: the encoder scales pixels to [0, 1] itself."""
-        return ObservationNormalization.identity(self._specs.observation.shape)
+        return ObservationNormalization.identity(self._specs.image.shape)

@@ -26,6 +26,7 @@ from sac_distributed.algorithm.pixel_policy import (
     LAYER_NORM_EPSILON,
 )
 from sac_distributed.config import Hyperparams
+from sac_distributed.envs.observations import PIXELS, STATE
 
 # Pixels each image is padded by (edge replicated) before a random crop back to
 # its size: DrQ's and DrQ-v2's shift of up to +-4 pixels on 84x84.
@@ -33,7 +34,9 @@ SHIFT_PAD = 4
 
 
 class PixelEncoder(tf.keras.layers.Layer):
-    """uint8 [B, H, W, C] observations to [B, 50] features (see pixel_policy.py)."""
+    """uint8 [B, H, W, C] observations to [B, 50] features (see pixel_policy.py); a
+    camera with a state, {"pixels": those, "state": [B, D]}, to [B, 50 + D], the
+    state concatenated after the image's features as it is (SB3's MultiInputPolicy)."""
 
     def __init__(self, name: str = "PixelEncoder"):
         super().__init__(name=name)
@@ -45,7 +48,12 @@ class PixelEncoder(tf.keras.layers.Layer):
         self.dense = tf.keras.layers.Dense(FEATURES)
         self.norm = tf.keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON)
 
-    def call(self, observations: tf.Tensor) -> tf.Tensor:
+    def call(self, observations) -> tf.Tensor:
+        if isinstance(observations, dict):
+            features = self.call(observations[PIXELS])
+            if STATE not in observations:
+                return features
+            return tf.concat([features, tf.cast(observations[STATE], tf.float32)], axis=-1)
         x = tf.cast(observations, tf.float32) / 255.0
         for conv in self.convs:
             x = conv(x)
@@ -101,8 +109,10 @@ class PixelActorNetwork(network.Network):
 
     def call(self, observations, step_type=(), network_state=(), training=False):
         outer_rank = nest_utils.get_outer_rank(observations, self.input_tensor_spec)
-        batch_shape = tf.shape(observations)[:outer_rank]
-        flat = tf.reshape(observations, [-1, *self.input_tensor_spec.shape])
+        batch_shape = tf.shape(tf.nest.flatten(observations)[0])[:outer_rank]
+        flat = tf.nest.map_structure(
+            lambda x, spec: tf.reshape(x, [-1, *spec.shape]), observations, self.input_tensor_spec
+        )
         features = tf.stop_gradient(self.encoder(flat))
         x = features
         for layer in self.hidden:
@@ -120,8 +130,11 @@ class PixelActorNetwork(network.Network):
         return variables + list(self.projection.trainable_variables)
 
 
-def random_shift(images: tf.Tensor, pad: int = SHIFT_PAD) -> tf.Tensor:
-    """Each image of [B, H, W, C] shifted by up to `pad` pixels (edges replicated)."""
+def random_shift(images, pad: int = SHIFT_PAD):
+    """Each image of [B, H, W, C] shifted by up to `pad` pixels (edges replicated); of a
+    camera with a state, the pixels shifted and the state as it is."""
+    if isinstance(images, dict):
+        return {**images, PIXELS: random_shift(images[PIXELS], pad)}
     if pad <= 0:
         return images
     shape = tf.shape(images)
