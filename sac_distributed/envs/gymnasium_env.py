@@ -50,9 +50,11 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
                 tuple(space.shape), space.dtype
             )
         parts = None if self._image else observations.observation_parts(space, self._name)
+        # A Dict or Tuple with one camera: observed as {"pixels", "state"} (split_camera).
+        self._camera = bool(parts) and observations.is_camera(parts)
         if self._image:
             self._observation_spec = _image_spec(tuple(space.shape), self._channels_first)
-        elif observations.is_camera(parts) and observations.is_nested(parts):
+        elif self._camera:
             self._flatten = observations.split_camera(space)
             self._observation_spec = _camera_specs(parts)
         else:
@@ -111,7 +113,7 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
             )
         if self._flatten is not None:
             observation = self._flatten(observation)
-        if isinstance(observation, dict):  # a camera and its state (split_camera)
+        if self._camera:  # split_camera's dict, or a Dict's one image alone
             return observation
         return np.asarray(observation, dtype=np.float32)
 
@@ -165,15 +167,16 @@ def _image_spec(shape: tuple, channels_first: bool) -> array_spec.BoundedArraySp
     return array_spec.BoundedArraySpec(shape, np.uint8, minimum=0, maximum=255, name="observation")
 
 
-def _camera_specs(parts) -> dict:
-    """{"pixels": the image's spec, "state": float32[the other parts' size]}."""
+def _camera_specs(parts) -> Any:
+    """{"pixels": the image's spec, "state": float32[the other parts' size]}; the
+    image's spec alone when nothing else is observed."""
     image = observations.camera_part(parts)
-    specs = {observations.PIXELS: _image_spec(image.shape, image.channels_first)}
+    pixels = _image_spec(image.shape, image.channels_first)
     size = observations.state_size(parts)
-    if size:
-        spec = array_spec.ArraySpec((size,), np.float32, name=observations.STATE)
-        specs[observations.STATE] = spec
-    return specs
+    if not size:
+        return pixels
+    state = array_spec.ArraySpec((size,), np.float32, name=observations.STATE)
+    return {observations.PIXELS: pixels, observations.STATE: state}
 
 
 def _box_spec(space: Any, dtype: Any, name: str) -> array_spec.BoundedArraySpec:

@@ -180,7 +180,8 @@ def describe_parts(parts: List[ObservationPart], camera: bool = True) -> str:
 def split_camera(space: Any) -> Callable[[Any], Dict[str, np.ndarray]]:
     """For a Gymnasium Dict or Tuple space with one image: a function from its
     observations to {PIXELS: the image channels-last uint8, STATE: the other parts
-    flattened into float32, in the space's order} (STATE left out when there are none)."""
+    flattened into float32, in the space's order}, or to the image alone when there
+    are no other parts (the run then observes it as a one-image env)."""
     from gymnasium.spaces import utils
 
     parts = observation_parts(space, "")
@@ -194,7 +195,7 @@ def split_camera(space: Any) -> Callable[[Any], Dict[str, np.ndarray]]:
         if image.channels_first:
             frame = np.ascontiguousarray(np.moveaxis(frame, 0, -1))
         if not vectors:
-            return {PIXELS: frame}
+            return frame
         flat = [utils.flatten(leaf, _leaf(observation, path)) for path, leaf in vectors]
         return {PIXELS: frame, STATE: np.concatenate(flat).astype(np.float32)}
 

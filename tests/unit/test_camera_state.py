@@ -197,3 +197,27 @@ def test_the_learner_trains_on_pixels_and_state_and_the_numpy_actor_matches(tmp_
     np.testing.assert_allclose(policy.action(add_batch(observation), greedy=True), want, atol=1e-5)
     moved = dict(observation, state=observation["state"] + 1.0)  # the state changes the action
     assert not np.allclose(policy.action(add_batch(moved), greedy=True), want, atol=1e-5)
+
+
+def test_a_camera_that_gym_flattens_is_said_to_be_flattened_and_why():
+    image = spaces.Box(0, 255, (16, 16, 3), np.uint8)
+    parts = observations.observation_parts(spaces.Dict({"camera": image}), "")
+    said = observations.describe_parts(parts, camera=False)
+    assert "one flat vector of 768 floats" in said
+    assert "make the env a Gymnasium one to train its camera" in said
+
+
+def test_a_dict_holding_only_a_camera_is_observed_as_the_camera():
+    class OnlyCamera(_TwoPartEnv):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = spaces.Dict(
+                {"camera": spaces.Box(0, 255, (3, 16, 16), np.uint8)}
+            )
+
+        def _observation(self):
+            return {"camera": super()._observation()["camera"]}
+
+    env = GymnasiumEnvironment(OnlyCamera(), "only-camera")
+    assert env.observation_spec().shape == (16, 16, 3)
+    assert env.reset().observation[2, 5, 0] == 200
