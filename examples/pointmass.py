@@ -12,8 +12,11 @@ their coordinates: the pixel path, a conv encoder on stacked frames),
 (or from any folder with PYTHONPATH=/path/to/examples). With
 `{"pixels": true, "velocity": true}` the observation is a Dict of the camera and
 the mass's velocity, what a robot gives (a camera and its own sensors): the run
-reads the encoder's features of the camera and the velocity beside them. Keyword arguments of
-the factory come from --env_kwargs, e.g. --env_kwargs='{"goal_radius": 0.05}'.
+reads the encoder's features of the camera and the velocity beside them. With
+`"wrist": true` as well, the Dict also holds a second camera that rides on the
+mass, a grey close-up of the square around it stored channels-first (1, H, W):
+each camera then has its own encoder. Keyword arguments of the factory come from
+--env_kwargs, e.g. --env_kwargs='{"goal_radius": 0.05}'.
 
 The mass sits in the square [-1, 1]^2 and is pushed by a force (the action,
 each component in [-1, 1]). The observation is its position, its velocity and
@@ -44,6 +47,7 @@ class PointMassEnv(gymnasium.Env):
         pixels: bool = False,
         image_size: int = 32,
         velocity: bool = False,
+        wrist: bool = False,
     ):
         self.goal_radius = float(goal_radius)
         self.dt = float(dt)
@@ -51,17 +55,22 @@ class PointMassEnv(gymnasium.Env):
         self.pixels = bool(pixels)
         self.image_size = int(image_size)
         self.velocity = bool(velocity)
+        self.wrist = bool(wrist)
         if self.velocity and not self.pixels:
             raise ValueError("velocity=True adds the velocity beside the camera: set pixels=True.")
+        if self.wrist and not self.velocity:
+            raise ValueError("wrist=True adds a camera to the Dict: set pixels and velocity True.")
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         if self.pixels:  # what a camera above the square sees: (H, W, 3) uint8
             shape = (self.image_size, self.image_size, 3)
             self.observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
             if self.velocity:
                 speed = spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
-                self.observation_space = spaces.Dict(
-                    {"camera": self.observation_space, "velocity": speed}
-                )
+                cameras = {"camera": self.observation_space, "velocity": speed}
+                if self.wrist:  # channels-first grey, as some robot SDKs give
+                    close_up = (1, self.image_size, self.image_size)
+                    cameras["wrist"] = spaces.Box(0, 255, close_up, dtype=np.uint8)
+                self.observation_space = spaces.Dict(cameras)
         else:
             high = np.array([1, 1, 2, 2, 1, 1], dtype=np.float32)
             self.observation_space = spaces.Box(-high, high, dtype=np.float32)
@@ -101,10 +110,21 @@ class PointMassEnv(gymnasium.Env):
             frame[max(0, y - half) : y + half + 1, max(0, x - half) : x + half + 1] = colour
         return frame
 
+    def _close_up(self, size: int) -> np.ndarray:
+        """(1, size, size) grey: the quarter of the square centred on the mass, twice as
+        near as the top view (the goal shows once within about 0.5 of the mass)."""
+        view = self._draw(4 * size).mean(axis=-1).astype(np.uint8)
+        padded = np.pad(view, size, constant_values=0)  # black beyond the square's edges
+        x, y = ((self._position + 1.0) / 2.0 * (4 * size - 1)).astype(int) + size
+        return padded[y - size : y + size : 2, x - size : x + size : 2][None]
+
     def _observation(self) -> Any:
         if self.pixels and self.velocity:
             speed = self._velocity.astype(np.float32)
-            return {"camera": self._draw(self.image_size), "velocity": speed}
+            observation = {"camera": self._draw(self.image_size), "velocity": speed}
+            if self.wrist:
+                observation["wrist"] = self._close_up(self.image_size)
+            return observation
         if self.pixels:
             return self._draw(self.image_size)
         return np.concatenate([self._position, self._velocity, self._goal]).astype(np.float32)

@@ -9,9 +9,11 @@ im2col (a strided view of the input's 3x3 windows) and one matmul, which costs
 about what a tf.function does per action on these CPUs and keeps actors free of
 TensorFlow's per-call overhead (benchmarks/results/pixel_update_cost).
 
-The acting weights are the encoder's, in `encoder_weight_shapes` order, then
-the actor MLP's (kernel, bias) pairs on the 50 features, as `policy.py` lays
-them out; the variable container's signature is built from these shapes.
+The acting weights are the encoder's, in `encoder_weight_shapes` order (one
+encoder per camera where an observation holds several, camera by camera), then
+the actor MLP's (kernel, bias) pairs on the 50 features of each camera, as
+`policy.py` lays them out; the variable container's signature is built from
+these shapes.
 """
 
 from __future__ import annotations
@@ -82,11 +84,18 @@ def pixel_acting_weight_shapes(
     action_size: int,
     hidden_sizes: Sequence[int],
     state_size: int = 0,
+    camera_channels: Sequence[int] = (),
 ) -> List[Tuple[int, ...]]:
-    """The encoder's shapes, then the actor MLP's on its features (and the state's
-    `state_size` floats concatenated after them)."""
-    return encoder_weight_shapes(observation_shape) + acting_weight_shapes(
-        FEATURES + state_size, action_size, hidden_sizes
+    """The encoders' shapes (one per camera, each on its `camera_channels` of the
+    stacked channels; () for one camera of all), then the actor MLP's on their
+    features (and the state's `state_size` floats concatenated after them)."""
+    height, width, _ = (int(d) for d in observation_shape)
+    cameras = camera_channels or (int(observation_shape[-1]),)
+    shapes: List[Tuple[int, ...]] = []
+    for channels in cameras:
+        shapes += encoder_weight_shapes((height, width, channels))
+    return shapes + acting_weight_shapes(
+        FEATURES * len(cameras) + state_size, action_size, hidden_sizes
     )
 
 
@@ -132,10 +141,15 @@ class NumpyEncoder:
 
 
 class NumpyPixelActorPolicy(NumpyActorPolicy):
-    """`NumpyActorPolicy` on the encoder's features of uint8 image observations."""
+    """`NumpyActorPolicy` on the encoders' features of uint8 image observations: one
+    encoder per camera, on its `channel_indices` of the stacked channels (None: one
+    camera of all channels), their features concatenated in camera order."""
 
-    def __init__(self, *args, **kwargs):
-        self._encoder: Optional[NumpyEncoder] = None
+    def __init__(self, *args, channel_indices: Optional[Sequence[Sequence[int]]] = None, **kwargs):
+        self._encoders: List[NumpyEncoder] = []
+        self._indices = None
+        if channel_indices is not None and len(channel_indices) > 1:
+            self._indices = [np.asarray(indices, np.intp) for indices in channel_indices]
         super().__init__(*args, **kwargs)
 
     def set_weights(
@@ -143,16 +157,30 @@ class NumpyPixelActorPolicy(NumpyActorPolicy):
         weights: Sequence[np.ndarray],
         normalization: Optional[ObservationNormalization] = None,
     ) -> None:
-        """Takes the encoder's arrays, then the actor MLP's pairs (no normalization)."""
+        """Takes each camera's encoder arrays, then the actor MLP's pairs (no normalization)."""
         del normalization  # images are scaled to [0, 1] by the encoder alone
-        self._encoder = NumpyEncoder(weights[:ENCODER_ARRAYS])
-        super().set_weights(weights[ENCODER_ARRAYS:], None)
+        count = 1 if self._indices is None else len(self._indices)
+        n = ENCODER_ARRAYS
+        self._encoders = [NumpyEncoder(weights[i * n : (i + 1) * n]) for i in range(count)]
+        super().set_weights(weights[count * n :], None)
+
+    def _features(self, pixels: np.ndarray) -> np.ndarray:
+        if self._indices is None:
+            return self._encoders[0](pixels)
+        pixels = np.asarray(pixels)
+        return np.concatenate(
+            [
+                encoder(np.take(pixels, indices, axis=-1))
+                for encoder, indices in zip(self._encoders, self._indices)
+            ],
+            axis=1,
+        )
 
     def _forward(self, observations: Any) -> tuple:
         """Observations: uint8 [B, H, W, C], or {"pixels": those, "state": float32 [B, D]}."""
         if not isinstance(observations, Mapping):
-            return super()._forward(self._encoder(observations))
-        features = self._encoder(observations[PIXELS])
+            return super()._forward(self._features(observations))
+        features = self._features(observations[PIXELS])
         if STATE in observations:
             state = np.asarray(observations[STATE], np.float32).reshape(len(features), -1)
             features = np.concatenate([features, state], axis=1)
@@ -162,25 +190,25 @@ class NumpyPixelActorPolicy(NumpyActorPolicy):
 def make_acting_policy(specs, hparams, seed: Optional[int] = None) -> NumpyActorPolicy:
     """The NumPy acting policy for an env's specs: the pixel one for images."""
     action = specs.action
-    cls = NumpyPixelActorPolicy if specs.is_image else NumpyActorPolicy
-    return cls(
-        action.minimum,
-        action.maximum,
-        tuple(action.shape.as_list()),
-        seed=seed,
-        log_std_range=hparams.policy_log_std_range,
-    )
+    args = (action.minimum, action.maximum, tuple(action.shape.as_list()))
+    kwargs = dict(seed=seed, log_std_range=hparams.policy_log_std_range)
+    if specs.is_image:
+        indices = specs.camera_channel_indices()
+        return NumpyPixelActorPolicy(*args, channel_indices=indices, **kwargs)
+    return NumpyActorPolicy(*args, **kwargs)
 
 
 def acting_weight_shapes_for(specs, hparams) -> List[Tuple[int, ...]]:
     """The acting weights' shapes of an env's policy (the variable container's)."""
     action_size = specs.action.shape.num_elements()
     if specs.is_image:
+        stacked = tuple(c * specs.frame_stack for c in specs.cameras)
         return pixel_acting_weight_shapes(
             specs.image.shape.as_list(),
             action_size,
             hparams.actor_fc_layer_params,
             specs.state_size,
+            stacked,
         )
     return acting_weight_shapes(
         specs.observation.shape.num_elements(), action_size, hparams.actor_fc_layer_params

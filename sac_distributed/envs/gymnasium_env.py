@@ -14,8 +14,9 @@ time steps the way SAC needs them:
 Observations are float32, as the replay stores them (MuJoCo's are float64),
 except a camera: an observation that is one uint8 image stays uint8, turned
 channels-last if its channels come first (`observations.image_layout`), for the
-pixel path (pixels.py), and a Dict or Tuple holding one such image becomes
-{"pixels": the image, "state": its other parts flattened} (`observations.split_camera`).
+pixel path (pixels.py), and a Dict or Tuple holding such images becomes
+{"pixels": the images side by side, "state": its other parts flattened}
+(`observations.split_camera`; `camera_channels` says which channels are whose).
 Any other Dict, Tuple, Discrete, MultiDiscrete or MultiBinary observation is
 flattened into one float32 vector by Gymnasium's own `spaces.utils.flatten` (the
 parts and their order: `observations`).
@@ -50,8 +51,11 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
                 tuple(space.shape), space.dtype
             )
         parts = None if self._image else observations.observation_parts(space, self._name)
-        # A Dict or Tuple with one camera: observed as {"pixels", "state"} (split_camera).
+        # A Dict or Tuple with cameras: observed as {"pixels", "state"} (split_camera).
         self._camera = bool(parts) and observations.is_camera(parts)
+        # The channels of each camera in one frame (pixels.CAMERAS_ATTRIBUTE); () is one.
+        cameras = observations.camera_channels(parts) if self._camera else ()
+        self.camera_channels = cameras if len(cameras) > 1 else ()
         if self._image:
             self._observation_spec = _image_spec(tuple(space.shape), self._channels_first)
         elif self._camera:
@@ -113,7 +117,7 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
             )
         if self._flatten is not None:
             observation = self._flatten(observation)
-        if self._camera:  # split_camera's dict, or a Dict's one image alone
+        if self._camera:  # split_camera's dict, or a Dict's images alone
             return observation
         return np.asarray(observation, dtype=np.float32)
 
@@ -168,10 +172,9 @@ def _image_spec(shape: tuple, channels_first: bool) -> array_spec.BoundedArraySp
 
 
 def _camera_specs(parts) -> Any:
-    """{"pixels": the image's spec, "state": float32[the other parts' size]}; the
-    image's spec alone when nothing else is observed."""
-    image = observations.camera_part(parts)
-    pixels = _image_spec(image.shape, image.channels_first)
+    """{"pixels": the cameras' spec, "state": float32[the other parts' size]}; the
+    pixels' spec alone when nothing else is observed."""
+    pixels = _image_spec(observations.camera_shape(parts), False)
     size = observations.state_size(parts)
     if not size:
         return pixels

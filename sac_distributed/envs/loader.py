@@ -180,6 +180,7 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
         action=tensor_spec.from_spec(action_spec),
         time_step=tensor_spec.from_spec(env.time_step_spec()),
         frame_stack=pixels.frames_per_observation(env),
+        cameras=pixels.camera_channels(env),
     )
 
 

@@ -16,14 +16,16 @@ check an env before any process starts):
 Text, Sequence, Graph and OneOf observations have no fixed-size vector and are
 refused in one line that names the part. An observation that is one image
 trains from pixels (pixels.py). So does a Dict or Tuple of Gymnasium spaces with
-exactly one image (15x15 or larger) among vector parts (a robot's camera and
-joint angles): the
-run observes {"pixels": the image, "state": the other parts flattened into one
-float32 vector, in the space's order} (`split_camera`), and the critics and the
-actor read the conv encoder's features of the pixels concatenated with the
-state, SB3's MultiInputPolicy's way. Two or more images in one observation are
-flattened like any other part, an MLP on raw pixels, which `describe_parts` says
-plainly.
+images (15x15 or larger) among vector parts (a robot's camera and joint angles):
+the run observes {"pixels": the image, "state": the other parts flattened into
+one float32 vector, in the space's order} (`split_camera`), and the critics and
+the actor read the conv encoder's features of the pixels concatenated with the
+state, SB3's MultiInputPolicy's way. Several cameras of one height and width (a
+front and a wrist camera) are one "pixels" array, their channels side by side in
+the space's order, and each camera has its own encoder (`camera_channels` says
+which channels are whose), their features concatenated; cameras of different
+sizes are flattened like any other part, an MLP on raw pixels, which
+`describe_parts` says plainly.
 """
 
 from __future__ import annotations
@@ -94,16 +96,35 @@ def is_one_vector(parts: List[ObservationPart]) -> bool:
     return len(parts) == 1 and parts[0].kind == VECTOR and parts[0].space == "Box"
 
 
-def camera_part(parts: List[ObservationPart]) -> Optional[ObservationPart]:
-    """The one image of observations that train from pixels, else None (no image,
-    several, or one inside a Dict or Tuple too small for the encoder: those are
-    flattened, as before cameras in a Dict trained from pixels)."""
+def camera_parts(parts: List[ObservationPart]) -> List[ObservationPart]:
+    """The images of observations that train from pixels, in the space's order, else
+    [] (no image; or, inside a Dict or Tuple, one too small for the encoder or
+    cameras of different heights and widths: those are flattened)."""
     images = [p for p in parts if p.kind == IMAGE]
-    if len(images) != 1:
-        return None
-    if is_nested(parts) and min(_height_width(images[0])) < SMALLEST_CAMERA:
-        return None
-    return images[0]
+    if not images or (len(images) > 1 and not is_nested(parts)):
+        return []
+    if not is_nested(parts):
+        return images
+    sizes = {_height_width(image) for image in images}
+    if len(sizes) > 1 or min(next(iter(sizes))) < SMALLEST_CAMERA:
+        return []
+    return images
+
+
+def camera_part(parts: List[ObservationPart]) -> Optional[ObservationPart]:
+    """The first image of observations that train from pixels, else None."""
+    images = camera_parts(parts)
+    return images[0] if images else None
+
+
+def camera_channels(parts: List[ObservationPart]) -> Tuple[int, ...]:
+    """The channels of each camera of a camera observation, in the order its images
+    sit side by side in "pixels" (one entry per camera; () for no camera)."""
+    return tuple(_channels(image) for image in camera_parts(parts))
+
+
+def _channels(part: ObservationPart) -> int:
+    return part.shape[0] if part.channels_first else part.shape[2]
 
 
 def _height_width(part: ObservationPart) -> Tuple[int, int]:
@@ -123,12 +144,12 @@ def is_nested(parts: List[ObservationPart]) -> bool:
 
 
 def camera_shape(parts: List[ObservationPart]) -> Optional[Tuple[int, ...]]:
-    """(H, W, C) of a camera observation's image (channels moved last), None for any other."""
+    """(H, W, C) of a camera observation's "pixels" (channels last; several cameras'
+    channels side by side), None for any other."""
     image = camera_part(parts)
     if image is None:
         return None
-    shape = image.shape
-    return (shape[1], shape[2], shape[0]) if image.channels_first else tuple(shape)
+    return (*_height_width(image), sum(camera_channels(parts)))
 
 
 def state_size(parts: List[ObservationPart]) -> int:
@@ -147,11 +168,21 @@ def describe_parts(parts: List[ObservationPart], camera: bool = True) -> str:
     if camera and is_camera(parts) and not is_nested(parts):
         return f"observations {listed}: {pixels}"
     if camera and is_camera(parts):
-        image = camera_part(parts)
+        images = camera_parts(parts)
         size = state_size(parts)
         state = f"; the other parts ({size} floats) as one state vector beside its features"
+        if len(images) > 1:
+            names = ", ".join(image.path for image in images)
+            pixels = (
+                f"cameras {names} trained from pixels, side by side in one uint8 array, each "
+                "through its own conv encoder (their features concatenated), the last "
+                "--frame_stack frames stacked and each stored once in replay"
+            )
+            state = state.replace("its features", "their features")
+        else:
+            pixels = f"{images[0].path} {pixels}"
         return (
-            f"observations ({listed}): {image.path} {pixels}"
+            f"observations ({listed}): {pixels}"
             + (state if size else "")
             + f" (the run observes {{{PIXELS!r}, {STATE!r}}})"
         )
@@ -165,8 +196,9 @@ def describe_parts(parts: List[ObservationPart], camera: bool = True) -> str:
                 "gym's pre-Gymnasium API flattens nested observations; make the env a "
                 "Gymnasium one to train its camera through the conv encoder"
             )
-        elif len(images) > 1:
-            why = "the conv encoder takes one camera per observation"
+        elif len({_height_width(image) for image in images}) > 1:
+            why = "the cameras differ in height and width; render them at one size to train "
+            why += "each through its own conv encoder"
         else:
             why = f"the conv encoder takes images of {SMALLEST_CAMERA}x{SMALLEST_CAMERA} or more"
 
@@ -178,26 +210,30 @@ def describe_parts(parts: List[ObservationPart], camera: bool = True) -> str:
 
 
 def split_camera(space: Any) -> Callable[[Any], Dict[str, np.ndarray]]:
-    """For a Gymnasium Dict or Tuple space with one image: a function from its
-    observations to {PIXELS: the image channels-last uint8, STATE: the other parts
-    flattened into float32, in the space's order}, or to the image alone when there
-    are no other parts (the run then observes it as a one-image env)."""
+    """For a Gymnasium Dict or Tuple space with cameras: a function from its
+    observations to {PIXELS: the images channels-last uint8, side by side along the
+    channels in the space's order, STATE: the other parts flattened into float32, in
+    the space's order}, or to the pixels alone when there are no other parts (the
+    run then observes them as a one-image env)."""
     from gymnasium.spaces import utils
 
     parts = observation_parts(space, "")
-    image = camera_part(parts)
-    if image is None or not is_nested(parts):
-        raise ValueError(f"{space} is not a Dict or Tuple with one image.")
+    images = camera_parts(parts)
+    if not images or not is_nested(parts):
+        raise ValueError(f"{space} is not a Dict or Tuple with cameras.")
     vectors = [(p.path, _leaf(space, p.path)) for p in parts if p.kind != IMAGE]
 
+    def frame(observation: Any, image: ObservationPart) -> np.ndarray:
+        pixels = np.asarray(_leaf(observation, image.path), np.uint8)
+        return np.moveaxis(pixels, 0, -1) if image.channels_first else pixels
+
     def split(observation: Any) -> Dict[str, np.ndarray]:
-        frame = np.asarray(_leaf(observation, image.path), np.uint8)
-        if image.channels_first:
-            frame = np.ascontiguousarray(np.moveaxis(frame, 0, -1))
+        frames = [frame(observation, image) for image in images]
+        pixels = np.ascontiguousarray(frames[0] if len(frames) == 1 else np.concatenate(frames, -1))
         if not vectors:
-            return frame
+            return pixels
         flat = [utils.flatten(leaf, _leaf(observation, path)) for path, leaf in vectors]
-        return {PIXELS: frame, STATE: np.concatenate(flat).astype(np.float32)}
+        return {PIXELS: pixels, STATE: np.concatenate(flat).astype(np.float32)}
 
     return split
 

@@ -32,6 +32,8 @@ from sac_distributed.envs.observations import PIXELS, STATE
 
 # What the learner's encoder takes: frames stacked along the channel axis.
 FRAMES_ATTRIBUTE = "frames_per_observation"
+# Several cameras side by side in one frame: the channels of each, in order.
+CAMERAS_ATTRIBUTE = "camera_channels"
 
 
 def is_image_spec(shape: Tuple[int, ...], dtype) -> bool:
@@ -164,3 +166,9 @@ class ActionRepeat(wrappers.PyEnvironmentBaseWrapper):
 def frames_per_observation(env: py_environment.PyEnvironment) -> int:
     """How many frames one observation of `env` stacks (1 for a single frame or a vector)."""
     return int(getattr(env, FRAMES_ATTRIBUTE, 1))
+
+
+def camera_channels(env: py_environment.PyEnvironment) -> Tuple[int, ...]:
+    """The channels of each camera in one frame of `env`'s pixels when it observes
+    several cameras side by side, else () (one camera, or none)."""
+    return tuple(int(c) for c in (getattr(env, CAMERAS_ATTRIBUTE, ()) or ()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
@@ -24,6 +24,9 @@ class EnvSpecs:
     time_step: ts.TimeStep
     # Frames stacked along the channels of an image observation (envs/pixels.py).
     frame_stack: int = 1
+    # Several cameras side by side in each frame: the channels of each, in order
+    # (envs/observations.py); () for one camera or none.
+    cameras: Tuple[int, ...] = ()
 
     @property
     def image(self) -> Optional[tf.TensorSpec]:
@@ -53,3 +56,21 @@ class EnvSpecs:
         """(H, W, C) of one frame of an image observation."""
         height, width, channels = self.image.shape.as_list()
         return (height, width, channels // self.frame_stack)
+
+    @property
+    def camera_count(self) -> int:
+        """Cameras in each frame of an image observation (each has its own encoder)."""
+        return max(1, len(self.cameras))
+
+    def camera_channel_indices(self) -> List[List[int]]:
+        """For each camera, its channels of the stacked pixels, oldest frame first
+        (a frame's channels are its cameras' side by side)."""
+        channels = self.frame_shape[-1]
+        split = self.cameras or (channels,)
+        if sum(split) != channels:
+            raise ValueError(f"Cameras of {split} channels do not make frames of {channels}.")
+        starts = [sum(split[:i]) for i in range(len(split))]
+        return [
+            [f * channels + start + c for f in range(self.frame_stack) for c in range(count)]
+            for start, count in zip(starts, split)
+        ]

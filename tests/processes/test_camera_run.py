@@ -1,9 +1,9 @@
 """A camera env trained end to end by sac-launch with real processes: the example
-point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true), alone
-and in a Dict beside the mass's velocity, goes through the pixel path (stacked
-uint8 frames, each stored once, a conv encoder), and its exported greedy policy
-plays the env's own uint8 observations, in sac-evaluate (with a video) and in
-stock TF-Agents."""
+point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true), alone,
+and in a Dict with a second (wrist) camera beside the mass's velocity, goes
+through the pixel path (stacked uint8 frames, each stored once, a conv encoder
+per camera), and its exported greedy policy plays the env's own uint8
+observations, in sac-evaluate (with a video) and in stock TF-Agents."""
 
 import json
 import os
@@ -17,12 +17,12 @@ from sac_distributed.envs import loader
 
 pytestmark = pytest.mark.slow
 
-# The camera alone, and the camera beside the mass's velocity (a Dict observation).
+# The camera alone, and two cameras beside the mass's velocity (a Dict observation).
 CAMERAS = {
     "camera": ('{"pixels": true, "max_episode_steps": 50}', "observations image 32x32x3"),
-    "camera_and_state": (
-        '{"pixels": true, "velocity": true, "max_episode_steps": 50}',
-        "as one state vector beside its features",
+    "cameras_and_state": (
+        '{"pixels": true, "velocity": true, "wrist": true, "max_episode_steps": 50}',
+        "as one state vector beside their features",
     ),
 }
 
@@ -78,10 +78,11 @@ def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_
     time_step = env.reset()
     pixels = time_step.observation
     want = policy.time_step_spec.observation
-    if kind == "camera_and_state":  # the export takes the env's {"pixels", "state"}
+    if kind == "cameras_and_state":  # the export takes the env's {"pixels", "state"}
         pixels = pixels["pixels"]
         assert set(want) == {"pixels", "state"} and want["state"].shape == (2,)
         want = want["pixels"]
+        assert want.shape == (32, 32, 12)  # 3 frames of the top view's 3 and the wrist's 1
     assert pixels.dtype == np.uint8 and want.dtype == np.uint8
     action = policy.action(time_step).action
     assert action.shape == (2,) and np.all(np.abs(action) <= 1.0)

@@ -94,15 +94,6 @@ def test_a_channels_first_camera_in_a_dict_is_turned_last_and_the_rest_flattened
     assert "the other parts (6 floats) as one state vector" in said
 
 
-def test_two_cameras_in_a_dict_are_still_one_flat_vector_and_the_launcher_says_so():
-    image = spaces.Box(0, 255, (16, 16, 3), np.uint8)
-    parts = observations.observation_parts(spaces.Dict({"left": image, "right": image}), "")
-    assert not observations.is_camera(parts)
-    said = observations.describe_parts(parts)
-    assert "one flat vector of 1536 floats" in said
-    assert "the conv encoder takes one camera per observation" in said
-
-
 def test_the_smallest_camera_of_a_dict_is_the_smallest_the_encoder_takes():
     assert observations.SMALLEST_CAMERA == min_image_size()
 

@@ -64,8 +64,9 @@ class PixelSacAgent(tf.Module):
         super().__init__(name="PixelSacAgent")
         self._hparams = hparams
         self.train_step = train_step
-        self.encoder = PixelEncoder()
-        self.target_encoder = PixelEncoder(name="TargetPixelEncoder")
+        cameras = specs.camera_channel_indices()
+        self.encoder = PixelEncoder(cameras)
+        self.target_encoder = PixelEncoder(cameras, name="TargetPixelEncoder")
         self.actor = PixelActorNetwork(specs.observation, specs.action, self.encoder, hparams)
         layers = hparams.critic_joint_fc_layer_params
         self.q_heads = [QHead(layers, "Q1"), QHead(layers, "Q2")]

@@ -11,7 +11,7 @@ Reverb, processes or flags.
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Sequence
 
 import tensorflow as tf
 from tf_agents.networks import network
@@ -33,12 +33,10 @@ from sac_distributed.envs.observations import PIXELS, STATE
 SHIFT_PAD = 4
 
 
-class PixelEncoder(tf.keras.layers.Layer):
-    """uint8 [B, H, W, C] observations to [B, 50] features (see pixel_policy.py); a
-    camera with a state, {"pixels": those, "state": [B, D]}, to [B, 50 + D], the
-    state concatenated after the image's features as it is (SB3's MultiInputPolicy)."""
+class ConvTower(tf.keras.layers.Layer):
+    """One camera's encoder: uint8 [B, H, W, C] to [B, 50] features (pixel_policy.py)."""
 
-    def __init__(self, name: str = "PixelEncoder"):
+    def __init__(self, name: str = "ConvTower"):
         super().__init__(name=name)
         self.convs = [
             tf.keras.layers.Conv2D(CONV_FILTERS, CONV_KERNEL, stride, activation="relu")
@@ -48,13 +46,8 @@ class PixelEncoder(tf.keras.layers.Layer):
         self.dense = tf.keras.layers.Dense(FEATURES)
         self.norm = tf.keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON)
 
-    def call(self, observations) -> tf.Tensor:
-        if isinstance(observations, dict):
-            features = self.call(observations[PIXELS])
-            if STATE not in observations:
-                return features
-            return tf.concat([features, tf.cast(observations[STATE], tf.float32)], axis=-1)
-        x = tf.cast(observations, tf.float32) / 255.0
+    def call(self, images) -> tf.Tensor:
+        x = tf.cast(images, tf.float32) / 255.0
         for conv in self.convs:
             x = conv(x)
         return tf.tanh(self.norm(self.dense(self.flatten(x))))
@@ -65,6 +58,46 @@ class PixelEncoder(tf.keras.layers.Layer):
         for conv in self.convs:
             weights += [conv.kernel, conv.bias]
         return weights + [self.dense.kernel, self.dense.bias, self.norm.gamma, self.norm.beta]
+
+
+class PixelEncoder(tf.keras.layers.Layer):
+    """uint8 [B, H, W, C] observations to [B, 50 x cameras] features: each camera's
+    channels (`channel_indices`, EnvSpecs.camera_channel_indices; None for one camera
+    of all channels) through its own ConvTower, the features concatenated in camera
+    order. A camera with a state, {"pixels": those, "state": [B, D]}, gives the state
+    concatenated after the features as it is (SB3's MultiInputPolicy)."""
+
+    def __init__(
+        self, channel_indices: Optional[Sequence[Sequence[int]]] = None, name: str = "PixelEncoder"
+    ):
+        super().__init__(name=name)
+        self._indices = (
+            None
+            if channel_indices is None or len(channel_indices) < 2
+            else [tf.constant(list(indices), tf.int32) for indices in channel_indices]
+        )
+        count = 1 if self._indices is None else len(self._indices)
+        self.towers = [ConvTower(f"{name}_camera{i}") for i in range(count)]
+
+    def call(self, observations) -> tf.Tensor:
+        if isinstance(observations, dict):
+            features = self.call(observations[PIXELS])
+            if STATE not in observations:
+                return features
+            return tf.concat([features, tf.cast(observations[STATE], tf.float32)], axis=-1)
+        if self._indices is None:
+            return self.towers[0](observations)
+        return tf.concat(
+            [
+                tower(tf.gather(observations, indices, axis=-1))
+                for tower, indices in zip(self.towers, self._indices)
+            ],
+            axis=-1,
+        )
+
+    def acting_weights(self) -> List[tf.Variable]:
+        """Its variables in pixel_policy.encoder_weight_shapes order, camera by camera."""
+        return [w for tower in self.towers for w in tower.acting_weights()]
 
 
 def mlp(hidden_sizes, outputs: int, name: str) -> tf.keras.Sequential:
@@ -100,7 +133,7 @@ class PixelActorNetwork(network.Network):
         self.projection = actor_projection(hparams)(action_spec)
 
     def distribution(self, features: tf.Tensor, training: bool = False):
-        """The action distribution on encoder features [B, 50]."""
+        """The action distribution on encoder features [B, 50 x cameras (+ state)]."""
         x = features
         for layer in self.hidden:
             x = layer(x)
