@@ -71,12 +71,9 @@ class PixelEncoder(tf.keras.layers.Layer):
         self, channel_indices: Optional[Sequence[Sequence[int]]] = None, name: str = "PixelEncoder"
     ):
         super().__init__(name=name)
-        self._indices = (
-            None
-            if channel_indices is None or len(channel_indices) < 2
-            else [tf.constant(list(indices), tf.int32) for indices in channel_indices]
-        )
-        count = 1 if self._indices is None else len(self._indices)
+        several = channel_indices is not None and len(channel_indices) > 1
+        self._indices = [tuple(i) for i in channel_indices] if several else None
+        count = len(self._indices) if several else 1
         self.towers = [ConvTower(f"{name}_camera{i}") for i in range(count)]
 
     def call(self, observations) -> tf.Tensor:
