@@ -40,6 +40,7 @@ OURS = (
     ("ours-preset", "ours, former generic defaults (to 2026-12-04)"),
     ("ours-sb3like", "ours, `sb3like`: 100 warm-up steps, PyTorch's init, pulls every 10"),
     ("ours-sb3like_ent_pull1000", "ours, generic defaults but pulls every 1000 (the presets')"),
+    ("ours-sb3like_ent_pull1", "ours, generic defaults but pulls every env step"),
     (
         "ours-sb3like_ent_eps",
         "ours, generic defaults + SB3's Adam epsilon 1e-8 and log-prob epsilon 1e-6",
