@@ -186,3 +186,18 @@ def test_each_camera_has_its_own_encoder_in_the_learner_and_the_numpy_actor(tmp_
     moved_want = tf_action(moved)
     assert not np.allclose(moved_want, want, atol=1e-5)
     np.testing.assert_allclose(policy.action(add_batch(moved), greedy=True), moved_want, atol=1e-5)
+
+
+def test_a_one_camera_encoder_checkpoints_as_before_several_cameras_existed(tmp_path):
+    from sac_distributed.algorithm.sac.pixel_networks import PixelEncoder
+
+    encoder = PixelEncoder()
+    encoder(tf.zeros([1, 16, 16, 9], tf.uint8))
+    path = tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "ckpt"))
+    names = {name for name, _ in tf.train.list_variables(path) if name.startswith("encoder/")}
+    # The layout of the one-camera PixelEncoder that pixel runs were written with.
+    want = {f"encoder/convs/{i}/{w}/.ATTRIBUTES/VARIABLE_VALUE" for i in range(4) for w in "kb"}
+    want = {n.replace("/k/", "/kernel/").replace("/b/", "/bias/") for n in want}
+    want |= {f"encoder/dense/{w}/.ATTRIBUTES/VARIABLE_VALUE" for w in ("kernel", "bias")}
+    want |= {f"encoder/norm/{w}/.ATTRIBUTES/VARIABLE_VALUE" for w in ("gamma", "beta")}
+    assert names == want

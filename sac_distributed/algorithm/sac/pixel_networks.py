@@ -60,12 +60,14 @@ class ConvTower(tf.keras.layers.Layer):
         return weights + [self.dense.kernel, self.dense.bias, self.norm.gamma, self.norm.beta]
 
 
-class PixelEncoder(tf.keras.layers.Layer):
+class PixelEncoder(ConvTower):
     """uint8 [B, H, W, C] observations to [B, 50 x cameras] features: each camera's
     channels (`channel_indices`, EnvSpecs.camera_channel_indices; None for one camera
-    of all channels) through its own ConvTower, the features concatenated in camera
-    order. A camera with a state, {"pixels": those, "state": [B, D]}, gives the state
-    concatenated after the features as it is (SB3's MultiInputPolicy)."""
+    of all channels) through its own tower, the features concatenated in camera
+    order. The first camera's tower is this layer itself (so a one-camera encoder
+    checkpoints as it did before several cameras existed), the others are
+    `more_cameras`. A camera with a state, {"pixels": those, "state": [B, D]}, gives
+    the state concatenated after the features as it is (SB3's MultiInputPolicy)."""
 
     def __init__(
         self, channel_indices: Optional[Sequence[Sequence[int]]] = None, name: str = "PixelEncoder"
@@ -74,7 +76,12 @@ class PixelEncoder(tf.keras.layers.Layer):
         several = channel_indices is not None and len(channel_indices) > 1
         self._indices = [tuple(i) for i in channel_indices] if several else None
         count = len(self._indices) if several else 1
-        self.towers = [ConvTower(f"{name}_camera{i}") for i in range(count)]
+        self.more_cameras = [ConvTower(f"{name}_camera{i}") for i in range(1, count)]
+
+    @property
+    def towers(self) -> List[ConvTower]:
+        """One tower per camera, in camera order."""
+        return [self, *self.more_cameras]
 
     def call(self, observations) -> tf.Tensor:
         if isinstance(observations, dict):
@@ -83,18 +90,16 @@ class PixelEncoder(tf.keras.layers.Layer):
                 return features
             return tf.concat([features, tf.cast(observations[STATE], tf.float32)], axis=-1)
         if self._indices is None:
-            return self.towers[0](observations)
-        return tf.concat(
-            [
-                tower(tf.gather(observations, indices, axis=-1))
-                for tower, indices in zip(self.towers, self._indices)
-            ],
-            axis=-1,
-        )
+            return super().call(observations)
+        pixels = [tf.gather(observations, indices, axis=-1) for indices in self._indices]
+        features = [super().call(pixels[0])]
+        features += [tower(x) for tower, x in zip(self.more_cameras, pixels[1:])]
+        return tf.concat(features, axis=-1)
 
     def acting_weights(self) -> List[tf.Variable]:
         """Its variables in pixel_policy.encoder_weight_shapes order, camera by camera."""
-        return [w for tower in self.towers for w in tower.acting_weights()]
+        weights = super().acting_weights()
+        return weights + [w for tower in self.more_cameras for w in tower.acting_weights()]
 
 
 def mlp(hidden_sizes, outputs: int, name: str) -> tf.keras.Sequential:
