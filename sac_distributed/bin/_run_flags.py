@@ -35,6 +35,12 @@ flags.DEFINE_float(
     "transitions. Unset: derived (a tenth of the warm-up).",
 )
 flags.DEFINE_enum("strategy", None, list(config_lib.STRATEGIES), "Learner strategy.")
+flags.DEFINE_integer(
+    "checkpoint_interval",
+    None,
+    "Train steps between the learner's checkpoints (default 10000); a run resumed in the "
+    "same --root_dir after a crash restarts from the last one.",
+)
 
 # The flags above, for --help (bin/_common.run).
 RUN_FLAGS = (
@@ -44,6 +50,7 @@ RUN_FLAGS = (
     "variable_update_interval",
     "samples_per_insert_error_buffer",
     "strategy",
+    "checkpoint_interval",
 )
 
 
@@ -65,4 +72,5 @@ def launch_settings() -> dict:
         variable_update_interval=FLAGS.variable_update_interval,
         samples_per_insert_error_buffer=FLAGS.samples_per_insert_error_buffer,
         strategy=FLAGS.strategy,
+        checkpoint_interval=FLAGS.checkpoint_interval,
     )

@@ -45,6 +45,7 @@ class LaunchConfig:
     # The servers' SampleToInsertRatio tolerance; None: ServerConfig's derived one.
     samples_per_insert_error_buffer: Optional[float] = None
     strategy: Optional[str] = None  # the learner's; None: LearnerConfig's default
+    checkpoint_interval: Optional[int] = None  # the learner's; None: LearnerConfig's default
     engine: str = "local"  # one of ENGINES
     num_replay_shards: int = 1  # Reverb servers sharing the replay (the first holds the variables)
     # The Ray engine only (ray_launch.py):
@@ -67,6 +68,8 @@ class LaunchConfig:
         _require_positive_number("connect_timeout_s", self.connect_timeout_s)
         _require_positive_number("shard_probe_interval_s", self.shard_probe_interval_s)
         _require_seed(self.seed)
+        if self.checkpoint_interval is not None:
+            _require_positive_int("checkpoint_interval", self.checkpoint_interval)
         _require_num_replay_shards(self.num_replay_shards, self.hparams)
         self._check_engine()
 

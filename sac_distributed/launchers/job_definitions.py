@@ -129,7 +129,10 @@ def make_run_configs(
             )
             for shard, port in enumerate(ports)
         ),
-        learner=LearnerConfig(**clients, **_given(strategy=launch.strategy)),
+        learner=LearnerConfig(
+            **clients,
+            **_given(strategy=launch.strategy, checkpoint_interval=launch.checkpoint_interval),
+        ),
         actors=tuple(
             ActorConfig(
                 **clients,

@@ -48,6 +48,7 @@ def _launch_config(root_dir: str) -> config_lib.LaunchConfig:
         num_envs=3,
         variable_update_interval=50,
         strategy="mirrored",
+        checkpoint_interval=250,
     )
 
 
@@ -134,6 +135,12 @@ def test_run_configs_share_the_launch_settings(tmp_path):
     assert [a.task for a in configs.actors] == [0, 1]
     assert configs.server.port == 12345
     assert configs.learner.strategy == "mirrored"
+    assert configs.learner.checkpoint_interval == 250
+
+
+def test_checkpoint_interval_must_be_positive(tmp_path):
+    with pytest.raises(ConfigError, match="checkpoint_interval must be a positive integer"):
+        config_lib.LaunchConfig(root_dir=str(tmp_path), checkpoint_interval=0)
 
 
 def test_unset_options_keep_the_job_defaults_and_verbose_reaches_every_job(tmp_path):
@@ -141,6 +148,7 @@ def test_unset_options_keep_the_job_defaults_and_verbose_reaches_every_job(tmp_p
     configs = job_definitions.make_run_configs(launch, ports=8100)
     assert configs.actors[0].num_envs == config_lib.ActorConfig.num_envs
     assert configs.learner.strategy == "default"
+    assert configs.learner.checkpoint_interval == config_lib.LearnerConfig.checkpoint_interval
     assert launch.hparams == config_lib.hyperparams_for(config_lib.DEFAULT_ENV_NAME)
     specs = job_definitions.job_specs(configs, verbose=True)
     assert all(spec.flags[-1] == "--verbose" for spec in specs)
