@@ -47,23 +47,26 @@ HIDDEN = 1024
 CHANNELS_PER_FRAME = 3
 
 
-def _conv_layers() -> List[tf.keras.layers.Layer]:
+def _conv_layers(conv_dtype: str) -> List[tf.keras.layers.Layer]:
     strides = (2, 1, 1, 1)
-    return [tf.keras.layers.Conv2D(FILTERS, 3, s, activation="relu") for s in strides]
+    policy = "float32" if conv_dtype == "float32" else f"mixed_{conv_dtype}"
+    return [tf.keras.layers.Conv2D(FILTERS, 3, s, activation="relu", dtype=policy) for s in strides]
 
 
 class Encoder(tf.keras.Model):
-    def __init__(self):
+    def __init__(self, conv_dtype: str = "float32"):
         super().__init__()
-        self.convs = _conv_layers()
+        self.conv_dtype = conv_dtype
+        self.convs = _conv_layers(conv_dtype)
         self.flatten = tf.keras.layers.Flatten()
         self.dense = tf.keras.layers.Dense(FEATURES)
         self.norm = tf.keras.layers.LayerNormalization()
 
     def call(self, pixels):
-        x = tf.cast(pixels, tf.float32) / 255.0
+        x = tf.cast(pixels, self.conv_dtype) / 255.0
         for conv in self.convs:
             x = conv(x)
+        x = tf.cast(x, tf.float32)
         return tf.tanh(self.norm(self.dense(self.flatten(x))))
 
 
@@ -75,10 +78,10 @@ def _mlp(outputs: int) -> tf.keras.Sequential:
 class PixelSac(tf.Module):
     """DrQ's networks and one SAC update (critic through the encoder, actor detached)."""
 
-    def __init__(self, channels: int, action_dims: int):
+    def __init__(self, channels: int, action_dims: int, conv_dtype: str = "float32"):
         super().__init__()
         self.action_dims = action_dims
-        self.encoder, self.target_encoder = Encoder(), Encoder()
+        self.encoder, self.target_encoder = Encoder(conv_dtype), Encoder(conv_dtype)
         self.actor = _mlp(2 * action_dims)
         self.critics = [_mlp(1), _mlp(1)]
         self.target_critics = [_mlp(1), _mlp(1)]
@@ -217,10 +220,12 @@ def _median_rate(call: Callable[[], object], count: int, rounds: int) -> float:
 def update_rates(args, channels: int) -> List[Dict]:
     rows = []
     rng = np.random.default_rng(0)
-    for jit in (False, True):
+    paths = [(dtype, False) for dtype in args.conv_dtypes]
+    paths += [("float32", True)] if args.xla else []
+    for conv_dtype, jit in paths:
         for batch in args.batch_sizes:
             tf.random.set_seed(0)
-            agent = PixelSac(channels, args.action_dims)
+            agent = PixelSac(channels, args.action_dims, conv_dtype)
             shape = (batch, SIZE, SIZE, channels)
             data = (
                 tf.constant(rng.integers(0, 256, shape, dtype=np.uint8)),
@@ -231,7 +236,8 @@ def update_rates(args, channels: int) -> List[Dict]:
             )
             step = tf.function(agent.update, jit_compile=jit)
             rate = _median_rate(lambda s=step, d=data: s(*d).numpy(), args.updates, args.rounds)
-            rows.append(dict(kind="update", batch_size=batch, xla=jit, per_s=round(rate, 2)))
+            row = dict(kind="update", batch_size=batch, xla=jit, conv_dtype=conv_dtype)
+            rows.append(dict(row, per_s=round(rate, 2)))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -273,6 +279,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument(
         "--batch_sizes", type=lambda s: [int(x) for x in s.split(",")], default=[128, 256]
     )
+    p.add_argument(
+        "--conv_dtypes",
+        type=lambda s: s.split(","),
+        default=["float32", "bfloat16"],
+        help="the encoder convs' compute dtypes to time (bfloat16: AMX/AVX512-BF16 CPUs)",
+    )
+    p.add_argument("--xla", type=int, default=1, help="also time the float32 update under XLA")
+    p.add_argument("--skip_actions", type=int, default=0, help="time updates only")
     p.add_argument("--updates", type=int, default=10, help="updates per timed round")
     p.add_argument("--actions", type=int, default=50, help="actions per timed round")
     p.add_argument("--rounds", type=int, default=3)
@@ -281,7 +295,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.stack < 1 or args.action_dims < 1 or min(args.batch_sizes) < 1:
         p.error("--stack, --action_dims and every --batch_sizes entry must be >= 1")
     channels = CHANNELS_PER_FRAME * args.stack
-    rows = action_costs(args, channels) + update_rates(args, channels)
+    unknown = set(args.conv_dtypes) - {"float32", "bfloat16", "float16"}
+    if unknown:
+        p.error(f"--conv_dtypes takes float32, bfloat16 or float16, not {sorted(unknown)}")
+    rows = [] if args.skip_actions else action_costs(args, channels)
+    rows += update_rates(args, channels)
     meta = dict(
         machine=f"{platform.machine()}, {os.cpu_count()} CPUs",
         tensorflow=tf.__version__,

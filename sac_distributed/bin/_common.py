@@ -212,6 +212,13 @@ flags.DEFINE_float(
     "The entropy temperature before the first update, learned from there (TF-Agents "
     "and SB3: 1; DrQ and SAC-AE start pixel SAC at 0.1).",
 )
+flags.DEFINE_string(
+    "conv_dtype",
+    None,
+    "Camera observations: what the learner's conv encoder computes in, float32 or "
+    "bfloat16 (1.45x the updates/s on 2 AVX512-BF16 cores; weights, actors and exports "
+    "stay float32).",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

@@ -25,6 +25,7 @@ MAX_FRAME_STACK = 16
 LEARNING_RATE_SCHEDULES = ("constant", "linear")
 NETWORK_INITS = ("glorot", "torch")
 CRITIC_LOSSES = ("squared", "huber")
+CONV_DTYPES = ("float32", "bfloat16")
 # The bounds clip_policy_log_std holds the actor's log std in (TF-Agents'
 # sac_agent.std_clip_transform and SB3's SAC actor use the same).
 POLICY_LOG_STD_RANGE = (-20.0, 2.0)
@@ -136,6 +137,10 @@ class Hyperparams:
     # The entropy temperature alpha before the first update (TF-Agents' and SB3's 1;
     # DrQ and SAC-AE start pixel SAC at 0.1). Learned from there.
     initial_alpha: float = 1.0
+    # What the learner's conv encoder computes in (camera observations only):
+    # float32, or bfloat16 on float32 weights (1.45x the updates/s on these 2-core
+    # AVX512-BF16 CPUs, benchmarks/results/pixel_update_cost/). Actors and exports: float32.
+    conv_dtype: str = "float32"
     # For ablation studies of CrossQ only: names from algorithm/crossq/config.py's
     # ABLATIONS, each turning one of its pieces back to SAC's. Empty: as published.
     crossq_ablations: Tuple[str, ...] = ()
@@ -278,6 +283,11 @@ def _check_options(hp: Hyperparams) -> None:
         hp.frame_stack <= MAX_FRAME_STACK,
         f"frame_stack ({hp.frame_stack}) is above {MAX_FRAME_STACK}: each observation would "
         "hold that many frames (typical: 3, DrQ's).",
+    )
+    _require(
+        hp.conv_dtype in CONV_DTYPES,
+        f"conv_dtype must be one of {', '.join(CONV_DTYPES)} (bfloat16: faster convs on "
+        f"CPUs with AVX512-BF16 or AMX, and on GPUs), got {hp.conv_dtype!r}.",
     )
     _require(
         hp.n_step <= MAX_N_STEP,

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from support.camera import random_pixel_batches
 from tf_agents.policies import greedy_policy
-from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import config as config_lib
@@ -35,33 +35,14 @@ def camera():
     env.close()
 
 
-def hparams():
+def hparams(**changes):
     return config_lib.Hyperparams(
         batch_size=BATCH,
         initial_collect_steps=BATCH,
         actor_fc_layer_params=(16, 16),
         critic_joint_fc_layer_params=(16, 16),
+        **changes,
     )
-
-
-def batches(specs, seed=0):
-    rng = np.random.default_rng(seed)
-    shape = (BATCH, *specs.observation.shape.as_list())
-
-    def batch():
-        mid = tf.fill([BATCH], ts.StepType.MID)
-        obs = tf.constant(rng.integers(0, 256, shape, dtype=np.uint8))
-        next_obs = tf.constant(rng.integers(0, 256, shape, dtype=np.uint8))
-        action = tf.constant(rng.uniform(-1, 1, (BATCH, 2)).astype(np.float32))
-        reward = tf.constant(rng.normal(size=BATCH).astype(np.float32))
-        return trajectory.Transition(
-            ts.TimeStep(mid, tf.zeros(BATCH), tf.ones(BATCH), obs),
-            policy_step.PolicyStep(action, (), ()),
-            ts.TimeStep(mid, reward, tf.ones(BATCH), next_obs),
-        )
-
-    while True:
-        yield batch()
 
 
 def test_the_critic_loss_trains_the_encoder_and_the_actor_loss_does_not(camera, tmp_path):
@@ -73,7 +54,7 @@ def test_the_critic_loss_trains_the_encoder_and_the_actor_loss_does_not(camera, 
     assert encoder <= {id(v) for v in agent.critic_variables}
     assert not encoder & {id(v) for v in agent.actor.head_variables}
     before = [v.numpy().copy() for v in agent.encoder.trainable_variables]
-    losses = learner.step(batches(specs), 3)
+    losses = learner.step(random_pixel_batches(specs, BATCH), 3)
     assert np.all(np.isfinite(losses)) and learner.train_step_numpy == 3
     moved = [np.abs(v.numpy() - b).max() for v, b in zip(agent.encoder.trainable_variables, before)]
     assert all(m > 0 for m in moved)
@@ -83,7 +64,7 @@ def test_the_numpy_actor_acts_as_the_tf_policy_and_the_container_shapes_match(ca
     env, specs = camera
     hp = hparams()
     learner = make_learner(specs, hp, tf.distribute.get_strategy(), str(tmp_path), seed=1)
-    learner.step(batches(specs), 2)
+    learner.step(random_pixel_batches(specs, BATCH), 2)
     weights = learner.variables().policy_weights
     assert [w.shape for w in weights] == acting_weight_shapes_for(specs, hp)
     policy = make_acting_policy(specs, hp, seed=0)
@@ -98,7 +79,7 @@ def test_a_checkpoint_resumes_the_pixel_learner(camera, tmp_path):
     _, specs = camera
     strategy = tf.distribute.get_strategy()
     learner = make_learner(specs, hparams(), strategy, str(tmp_path), seed=2)
-    learner.step(batches(specs), 2)
+    learner.step(random_pixel_batches(specs, BATCH), 2)
     assert learner.save_checkpoint()
     weights = learner.variables().policy_weights
     resumed = make_learner(specs, hparams(), strategy, str(tmp_path), seed=3)

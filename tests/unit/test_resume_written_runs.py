@@ -83,6 +83,7 @@ ADDED_SINCE = {
     "frame_stack": 3,
     "action_repeat": 1,
     "initial_alpha": 1.0,
+    "conv_dtype": "float32",
 }
 
 

@@ -65,8 +65,9 @@ class PixelSacAgent(tf.Module):
         self._hparams = hparams
         self.train_step = train_step
         cameras = specs.camera_channel_indices()
-        self.encoder = PixelEncoder(cameras)
-        self.target_encoder = PixelEncoder(cameras, name="TargetPixelEncoder")
+        dtype = hparams.conv_dtype
+        self.encoder = PixelEncoder(cameras, conv_dtype=dtype)
+        self.target_encoder = PixelEncoder(cameras, name="TargetPixelEncoder", conv_dtype=dtype)
         self.actor = PixelActorNetwork(specs.observation, specs.action, self.encoder, hparams)
         layers = hparams.critic_joint_fc_layer_params
         self.q_heads = [QHead(layers, "Q1"), QHead(layers, "Q2")]
