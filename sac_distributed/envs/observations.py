@@ -329,11 +329,6 @@ def check_camera_options(hparams: Any, env_name: str) -> None:
             f"{where}, which only --algorithm=sac trains (with a conv encoder); "
             f"--algorithm={hparams.algorithm} has none."
         )
-    if hparams.n_step > 1:
-        raise ConfigError(
-            f"{where}: its replay stores frames for 1-step transitions only; "
-            f"use --n_step=1 (got {hparams.n_step})."
-        )
     for name, what in _REFUSED_WITH_PIXELS.items():
         if getattr(hparams, name):
             raise ConfigError(f"{where}, which trains without {what}.")

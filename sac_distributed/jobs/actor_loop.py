@@ -63,7 +63,9 @@ class ActorLoop:
         self.stats = ActorStats()
         specs = env_loader.env_specs(envs[0])
         # pixel transitions: each frame stored once
-        layout = replay.frame_layout(specs) if specs.is_image else replay.row_layout(specs)
+        layout = (
+            replay.frame_layout(specs, hp.n_step) if specs.is_image else replay.row_layout(specs)
+        )
         self._failover = ShardFailover(connection, config.client.shard_probe_interval_s)
         self._out = ActorWriter(
             connection, hp, layout, len(envs), config.task, self._failover, self.stats

@@ -54,6 +54,7 @@ class ActorWriter:
         self._layout = layout
         self._num_envs = num_envs
         self._transitions_per_item = hparams.transitions_per_item
+        self._gamma = hparams.gamma
         self._task = task
         self._failover = failover
         self._stats = stats
@@ -63,8 +64,8 @@ class ActorWriter:
         self._priority = replay.INITIAL_PRIORITY
         self._n_step: Optional[List[NStepAccumulator]] = (
             [NStepAccumulator(layout, hparams.n_step, hparams.gamma) for _ in range(num_envs)]
-            if hparams.n_step > 1
-            else None
+            if hparams.n_step > 1 and not isinstance(layout, FrameLayout)
+            else None  # FrameWriter folds a camera's n-step returns itself
         )
         self.open()
 
@@ -78,6 +79,7 @@ class ActorWriter:
                 self._transitions_per_item,
                 num_streams=self._num_envs,
                 priority=self._priority,
+                gamma=self._gamma,
             )
         else:
             self.writer = replay.TransitionWriter(

@@ -23,6 +23,7 @@ re-exported so that `replay.X` keeps working; `variables`, `priorities`,
 """
 
 from sac_distributed.replay.checks import (
+    check_frame_n_step,
     check_max_priority_table,
     check_replay_sampler,
     check_server_tables,
@@ -123,6 +124,7 @@ __all__ = [
     "TransitionWriter",
     "batch_shares",
     "check_max_priority_table",
+    "check_frame_n_step",
     "check_replay_sampler",
     "check_server_tables",
     "check_shard_capacity",

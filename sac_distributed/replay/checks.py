@@ -21,6 +21,7 @@ from sac_distributed.replay.signatures import (
     REPLAY_TABLE,
     VARIABLE_TABLE,
     describe_signature,
+    frame_n_step_of,
     signatures_match,
     transition_signature,
     variable_signature,
@@ -74,6 +75,8 @@ def check_server_tables(
             f"The {who}'s transition spec",
         )
         check_transitions_per_item(client, hparams.transitions_per_item, who)
+        if specs.is_image:
+            check_frame_n_step(client, specs, hparams.n_step, who)
         check_replay_sampler(client, hparams, who)
         if len(replay_clients) > 1:
             check_shard_capacity(client, address, hparams, len(replay_clients))
@@ -128,6 +131,19 @@ def check_transitions_per_item(client: reverb.Client, expected: int, who: str) -
             f"with the server's --transitions_per_item={table_k}."
         )
     return table_k
+
+
+def check_frame_n_step(client: reverb.Client, specs: EnvSpecs, expected: int, who: str) -> int:
+    """n of a pixel replay table's items; SignatureMismatchError unless it is `expected`
+    (an item's frames reach n steps ahead, so jobs of another n cannot share it)."""
+    table_n = frame_n_step_of(table_info(client, REPLAY_TABLE).signature, specs)
+    if expected != table_n:
+        raise SignatureMismatchError(
+            f"The {who} runs with n_step={expected}, but the server's replay table "
+            f"{REPLAY_TABLE!r} stores {table_n}-step pixel transitions: start every job with "
+            f"the server's --n_step={table_n}."
+        )
+    return table_n
 
 
 def check_replay_sampler(client: reverb.Client, hparams: Hyperparams, who: str) -> None:

@@ -17,7 +17,7 @@ from sac_distributed.replay.checks import check_transitions_per_item
 from sac_distributed.replay.counts import table_info, table_transitions_per_item
 from sac_distributed.replay.frames import frame_layout
 from sac_distributed.replay.layout import TRANSITIONS, RowLayout, row_layout
-from sac_distributed.replay.signatures import REPLAY_TABLE, transition_signature
+from sac_distributed.replay.signatures import REPLAY_TABLE, frame_n_step_of, transition_signature
 
 # Interleaved TrajectoryDatasets per learner input pipeline. On 2 cores one
 # stream costs the least CPU per batch (~0.6 ms for 256 HalfCheetah transitions
@@ -97,9 +97,10 @@ def make_dataset(
     k = 0
     for address in addresses:
         k = _dataset_transitions_per_item(address, transitions_per_item, batch_size)
-    to_transition_fn = _item_converter(env_specs)
+    n_step = _frame_n_step(addresses[0], env_specs)
+    to_transition_fn = _item_converter(env_specs, n_step)
     items_per_batch = batch_size // k
-    signature = transition_signature(env_specs, k)
+    signature = transition_signature(env_specs, k, n_step)
     if len(addresses) == 1 and not with_sample_info:
         # One server: the plain path, no zip and no per-item info.
         dataset = _item_streams(
@@ -144,11 +145,21 @@ def make_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _item_converter(env_specs: EnvSpecs) -> Callable[[Mapping[str, tf.Tensor]], object]:
+def _frame_n_step(address: str, env_specs: EnvSpecs) -> int:
+    """n of a pixel replay table's n-step items (read from its signature); 1 for rows,
+    which fold n-step returns in place."""
+    if not env_specs.is_image:
+        return 1
+    return frame_n_step_of(table_info(reverb.Client(address), REPLAY_TABLE).signature, env_specs)
+
+
+def _item_converter(
+    env_specs: EnvSpecs, n_step: int = 1
+) -> Callable[[Mapping[str, tf.Tensor]], object]:
     """What turns a batch of sampled items' columns into a `Transition`: rows for
     vector observations, stored frames for images (frames.py)."""
     if env_specs.is_image:
-        return frame_layout(env_specs).to_transition
+        return frame_layout(env_specs, n_step).to_transition
     layout = row_layout(env_specs)
     return lambda data: items_to_transition(data[TRANSITIONS], layout)
 

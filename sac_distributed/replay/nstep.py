@@ -19,7 +19,7 @@ adders; small n (3 to 5) is the usual choice.
 from __future__ import annotations
 
 import collections
-from typing import Deque, List, Optional
+from typing import Deque, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -65,17 +65,29 @@ class NStepAccumulator:
     def _combine(self, rows) -> np.ndarray:
         """The first row with the n-step reward, discount and next observation of `rows`."""
         layout = self._layout
-        total = 0.0
-        weight = 1.0  # gamma^k times the discounts before step k
-        continuation = 1.0  # product of the discounts so far
-        for row in rows:
-            total += weight * layout.reward(row)
-            discount = layout.discount(row)
-            continuation *= discount
-            weight *= self._gamma * discount
+        reward, discount = n_step_return(
+            [layout.reward(row) for row in rows],
+            [layout.discount(row) for row in rows],
+            self._gamma,
+        )
         return layout.with_n_step_fields(
             rows[0],
-            reward=total,
-            discount=self._gamma ** (len(rows) - 1) * continuation,
+            reward=reward,
+            discount=discount,
             next_observation=layout.next_observations(rows[-1]),
         )
+
+
+def n_step_return(
+    rewards: Sequence[float], discounts: Sequence[float], gamma: float
+) -> Tuple[float, float]:
+    """The (reward, discount) of m consecutive steps of one episode, as the module doc
+    says: sum_k gamma^k (d_0 ... d_{k-1}) r_k, and gamma^(m-1) (d_0 ... d_{m-1})."""
+    total = 0.0
+    weight = 1.0  # gamma^k times the discounts before step k
+    continuation = 1.0  # product of the discounts so far
+    for reward, discount in zip(rewards, discounts):
+        total += weight * float(reward)
+        continuation *= float(discount)
+        weight *= gamma * float(discount)
+    return total, gamma ** (len(rewards) - 1) * continuation

@@ -24,7 +24,7 @@ import tree
 from sac_distributed.algorithm.pixel_policy import acting_weight_shapes_for
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.specs import EnvSpecs
-from sac_distributed.replay.frames import FRAMES_OF, REWARDS, frame_layout
+from sac_distributed.replay.frames import FRAMES, FRAMES_OF, REWARDS, frame_layout
 from sac_distributed.replay.layout import ROWS_OF, TRANSITIONS, row_layout
 
 REPLAY_TABLE = "uniform_table"
@@ -45,20 +45,27 @@ MAX_PRIORITY = "max_priority"
 
 
 def transition_signature(
-    specs: EnvSpecs, transitions_per_item: Optional[int] = None
+    specs: EnvSpecs, transitions_per_item: Optional[int] = None, n_step: int = 1
 ) -> Dict[str, tf.TensorSpec]:
     """Signature of one replay item: K consecutive transitions as flat float32 rows.
 
     With `transitions_per_item=None` the leading dimension is left unknown: a
     signature that `signatures_match` accepts for a table of any K. An env with
-    image observations stores frames once instead (frames.py).
+    image observations stores frames once instead (frames.py), as many as its
+    items' `n_step` returns reach (vector rows fold n-step returns in place).
     """
     if specs.is_image:
-        return frame_layout(specs).signature(transitions_per_item)
+        return frame_layout(specs, n_step).signature(transitions_per_item)
     layout = row_layout(specs)
     shape = (transitions_per_item, layout.width)
     # The name (kept by the server) records the layout for error messages.
     return {TRANSITIONS: tf.TensorSpec(shape, tf.float32, layout.describe())}
+
+
+def frame_n_step_of(signature: object, specs: EnvSpecs) -> int:
+    """n of a pixel replay table's n-step items, from its frames column's length."""
+    k = transitions_per_item_of(signature)
+    return int(signature[FRAMES].shape[0]) - specs.frame_stack - k + 1
 
 
 def transitions_per_item_of(signature: object) -> int:

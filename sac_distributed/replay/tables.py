@@ -137,7 +137,9 @@ def make_tables(config: ServerConfig, env_specs: EnvSpecs) -> list:
         remover=reverb.selectors.Fifo(),
         max_size=shard_capacity_items(config.hparams, config.num_replay_shards),
         rate_limiter=make_rate_limiter(config),
-        signature=transition_signature(env_specs, config.hparams.transitions_per_item),
+        signature=transition_signature(
+            env_specs, config.hparams.transitions_per_item, config.hparams.n_step
+        ),
     )
     variables = latest_value_table(VARIABLE_TABLE, variable_signature(env_specs, config.hparams))
     return [replay, variables, max_priority_table()]

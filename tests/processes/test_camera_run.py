@@ -2,8 +2,9 @@
 point mass seen as 32x32 RGB frames (examples/pointmass.py, pixels=true), alone,
 and in a Dict with a second (wrist) camera beside the mass's velocity, goes
 through the pixel path (stacked uint8 frames, each stored once, a conv encoder
-per camera), and its exported greedy policy plays the env's own uint8
-observations, in sac-evaluate (with a video) and in stock TF-Agents."""
+per camera; the Dict run with 3-step returns), and its exported greedy policy
+plays the env's own uint8 observations, in sac-evaluate (with a video) and in
+stock TF-Agents."""
 
 import json
 import os
@@ -17,19 +18,21 @@ from sac_distributed.envs import loader
 
 pytestmark = pytest.mark.slow
 
-# The camera alone, and two cameras beside the mass's velocity (a Dict observation).
+# The camera alone, and two cameras beside the mass's velocity (a Dict observation,
+# trained on 3-step returns): env kwargs, what the launcher says, further flags.
 CAMERAS = {
-    "camera": ('{"pixels": true, "max_episode_steps": 50}', "observations image 32x32x3"),
+    "camera": ('{"pixels": true, "max_episode_steps": 50}', "observations image 32x32x3", ()),
     "cameras_and_state": (
         '{"pixels": true, "velocity": true, "wrist": true, "max_episode_steps": 50}',
         "as one state vector beside their features",
+        ("--n_step=3",),
     ),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(CAMERAS))
 def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_path, kind):
-    kwargs, said = CAMERAS[kind]
+    kwargs, said, flags = CAMERAS[kind]
     root = tmp_path / "camera"
     launched = run(
         "launch",
@@ -38,6 +41,7 @@ def test_a_camera_env_trains_through_sac_launch_and_its_policy_plays_pixels(tmp_
         f"--env_kwargs={kwargs}",
         *TINY_RUN_FLAGS,
         "--samples_per_insert=32",
+        *flags,
         timeout_s=DEADLINE_S,
         cwd=EXAMPLES_DIR,
     )

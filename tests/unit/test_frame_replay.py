@@ -104,7 +104,6 @@ def test_a_pixel_transition_is_stored_as_one_frame_not_two_stacks(tmp_path):
     "overrides, message",
     [
         ({"algorithm": "crossq"}, r"only --algorithm=sac trains"),
-        ({"n_step": 3}, r"use --n_step=1 \(got 3\)"),
         ({"prioritized_replay": True}, r"without prioritized replay"),
         ({"normalize_observations": True}, r"drop --normalize_observations"),
     ],
