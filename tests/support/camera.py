@@ -5,11 +5,15 @@ batches."""
 import numpy as np
 import reverb
 import tensorflow as tf
+from tf_agents.policies import greedy_policy
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
 from sac_distributed import config as config_lib
 from sac_distributed import replay
+from sac_distributed.algorithm.pixel_policy import make_acting_policy
+from sac_distributed.envs import loader
+from support.repo import EXAMPLES_DIR
 from support.training import small_hparams
 
 CAMERA = "pointmass:make_env"
@@ -18,6 +22,29 @@ CAMERA = "pointmass:make_env"
 def pixel_hparams(**overrides):
     return small_hparams(
         **{"initial_collect_steps": 8, "batch_size": 8, "frame_stack": 3, **overrides}
+    )
+
+
+def pointmass_camera(**env_kwargs):
+    """The example point mass seen as 16x16 RGB frames, stacked 3, and its specs."""
+    env = loader.load_env(
+        CAMERA,
+        seed=0,
+        env_kwargs={"pixels": True, "image_size": 16, **env_kwargs},
+        module_dirs=(EXAMPLES_DIR,),
+        frame_stack=3,
+    )
+    return env, loader.env_specs(env)
+
+
+def learner_hparams(**changes):
+    """A small pixel learner's: batches of 8, 16x16 actor and critic MLPs."""
+    return config_lib.Hyperparams(
+        batch_size=8,
+        initial_collect_steps=8,
+        actor_fc_layer_params=(16, 16),
+        critic_joint_fc_layer_params=(16, 16),
+        **changes,
     )
 
 
@@ -60,3 +87,14 @@ def random_pixel_batches(specs, batch, seed=0):
             policy_step.PolicyStep(action, (), ()),
             ts.TimeStep(mid, reward, tf.ones(batch), next_obs),
         )
+
+
+def assert_numpy_actor_acts_as_the_tf_policy(learner, specs, hparams, env):
+    """The actors' NumPy policy on the learner's weights takes the exported TF policy's
+    greedy action on one of `env`'s observations."""
+    policy = make_acting_policy(specs, hparams, seed=0)
+    policy.set_weights(learner.variables().policy_weights)
+    observation = env.reset().observation
+    greedy = greedy_policy.GreedyPolicy(learner.policy)
+    want = greedy.action(ts.restart(tf.constant(observation[None]), batch_size=1)).action
+    np.testing.assert_allclose(policy.action(observation[None], greedy=True), want, atol=1e-5)

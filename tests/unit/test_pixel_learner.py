@@ -2,52 +2,36 @@
 the critic loss alone, the NumPy actor acts as the exported TF policy does, the
 variable container's shapes are the learner's, and a checkpoint resumes."""
 
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
-from support.camera import random_pixel_batches
-from tf_agents.policies import greedy_policy
-from tf_agents.trajectories import time_step as ts
+from support.camera import (
+    assert_numpy_actor_acts_as_the_tf_policy,
+    learner_hparams,
+    pointmass_camera,
+    random_pixel_batches,
+)
 
-from sac_distributed import config as config_lib
-from sac_distributed.algorithm.pixel_policy import acting_weight_shapes_for, make_acting_policy
+from sac_distributed.algorithm.pixel_policy import acting_weight_shapes_for
 from sac_distributed.algorithm.sac.learner import make_learner
 from sac_distributed.algorithm.sac.pixel_learner import PixelSacLearner
 from sac_distributed.algorithm.sac.pixel_networks import random_shift
-from sac_distributed.envs import loader
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
-BATCH = 8
+BATCH = 8  # learner_hparams' batch_size
 
 
 @pytest.fixture(scope="module")
 def camera():
-    env = loader.load_env(
-        "pointmass:make_env",
-        seed=0,
-        env_kwargs={"pixels": True, "image_size": 16},
-        module_dirs=(EXAMPLES,),
-        frame_stack=3,
-    )
-    yield env, loader.env_specs(env)
+    env, specs = pointmass_camera()
+    yield env, specs
     env.close()
-
-
-def hparams(**changes):
-    return config_lib.Hyperparams(
-        batch_size=BATCH,
-        initial_collect_steps=BATCH,
-        actor_fc_layer_params=(16, 16),
-        critic_joint_fc_layer_params=(16, 16),
-        **changes,
-    )
 
 
 def test_the_critic_loss_trains_the_encoder_and_the_actor_loss_does_not(camera, tmp_path):
     env, specs = camera
-    learner = make_learner(specs, hparams(), tf.distribute.get_strategy(), str(tmp_path), seed=0)
+    learner = make_learner(
+        specs, learner_hparams(), tf.distribute.get_strategy(), str(tmp_path), seed=0
+    )
     assert isinstance(learner, PixelSacLearner)
     agent = learner.agent
     encoder = {id(v) for v in agent.encoder.trainable_variables}
@@ -62,27 +46,24 @@ def test_the_critic_loss_trains_the_encoder_and_the_actor_loss_does_not(camera, 
 
 def test_the_numpy_actor_acts_as_the_tf_policy_and_the_container_shapes_match(camera, tmp_path):
     env, specs = camera
-    hp = hparams()
+    hp = learner_hparams()
     learner = make_learner(specs, hp, tf.distribute.get_strategy(), str(tmp_path), seed=1)
     learner.step(random_pixel_batches(specs, BATCH), 2)
     weights = learner.variables().policy_weights
     assert [w.shape for w in weights] == acting_weight_shapes_for(specs, hp)
-    policy = make_acting_policy(specs, hp, seed=0)
-    policy.set_weights(weights)
-    observation = env.reset().observation
-    greedy = greedy_policy.GreedyPolicy(learner.policy)
-    want = greedy.action(ts.restart(tf.constant(observation[None]), batch_size=1)).action
-    np.testing.assert_allclose(policy.action(observation[None], greedy=True), want, atol=1e-5)
+    assert_numpy_actor_acts_as_the_tf_policy(learner, specs, hp, env)
 
 
-def test_a_checkpoint_resumes_the_pixel_learner(camera, tmp_path):
+@pytest.mark.parametrize("conv_dtype", ["float32", "bfloat16"])
+def test_a_checkpoint_resumes_the_pixel_learner(camera, tmp_path, conv_dtype):
     _, specs = camera
     strategy = tf.distribute.get_strategy()
-    learner = make_learner(specs, hparams(), strategy, str(tmp_path), seed=2)
+    learner = make_learner(specs, learner_hparams(), strategy, str(tmp_path), seed=2)
     learner.step(random_pixel_batches(specs, BATCH), 2)
     assert learner.save_checkpoint()
     weights = learner.variables().policy_weights
-    resumed = make_learner(specs, hparams(), strategy, str(tmp_path), seed=3)
+    resumed_hp = learner_hparams(conv_dtype=conv_dtype)  # the convs' dtype is not stored
+    resumed = make_learner(specs, resumed_hp, strategy, str(tmp_path), seed=3)
     assert resumed.train_step_numpy == 2
     for a, b in zip(weights, resumed.variables().policy_weights):
         np.testing.assert_array_equal(a, b)
