@@ -14,6 +14,7 @@ from support.camera import (
 )
 
 from sac_distributed import config as config_lib
+from sac_distributed.algorithm.sac import pixel_networks
 from sac_distributed.algorithm.sac.learner import make_learner
 from sac_distributed.algorithm.sac.pixel_networks import PixelEncoder
 from sac_distributed.errors import ConfigError
@@ -59,3 +60,20 @@ def test_an_unknown_conv_dtype_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="conv_dtype must be one of float32, bfloat16") as e:
         config_lib.Hyperparams(conv_dtype="float16")
     assert "\n" not in str(e.value)
+
+
+def test_bfloat16_on_a_cpu_that_would_emulate_it_is_warned_of(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\n")
+    flags = pixel_networks.cpu_flags(str(cpuinfo))
+    assert flags == {"fpu", "avx2", "avx512f"}
+    said = pixel_networks.warn_if_bfloat16_is_emulated("bfloat16", flags, gpus=0)
+    assert "without AVX512-BF16 or AMX" in said and "\n" not in said
+    for quiet in (
+        ("float32", flags, 0),  # nothing asked of bfloat16
+        ("bfloat16", flags | {"avx512_bf16"}, 0),  # native on this CPU
+        ("bfloat16", flags, 1),  # a GPU computes it
+        ("bfloat16", None, 0),  # no /proc/cpuinfo to tell
+    ):
+        assert pixel_networks.warn_if_bfloat16_is_emulated(*quiet) is None
+    assert pixel_networks.cpu_flags(str(tmp_path / "absent")) is None

@@ -50,7 +50,9 @@ from sac_distributed.algorithm.sac.pixel_networks import (
     PixelActorNetwork,
     PixelEncoder,
     QHead,
+    cpu_flags,
     random_shift,
+    warn_if_bfloat16_is_emulated,
 )
 from sac_distributed.algorithm.traced import TracedFunctions
 from sac_distributed.config import Hyperparams
@@ -66,6 +68,9 @@ class PixelSacAgent(tf.Module):
         self.train_step = train_step
         cameras = specs.camera_channel_indices()
         dtype = hparams.conv_dtype
+        warn_if_bfloat16_is_emulated(
+            dtype, cpu_flags(), len(tf.config.list_physical_devices("GPU"))
+        )
         self.encoder = PixelEncoder(cameras, conv_dtype=dtype)
         self.target_encoder = PixelEncoder(cameras, name="TargetPixelEncoder", conv_dtype=dtype)
         self.actor = PixelActorNetwork(specs.observation, specs.action, self.encoder, hparams)

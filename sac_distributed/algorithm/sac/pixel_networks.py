@@ -11,9 +11,10 @@ Reverb, processes or flags.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 import tensorflow as tf
+from absl import logging
 from tf_agents.networks import network
 from tf_agents.utils import nest_utils
 
@@ -27,6 +28,39 @@ from sac_distributed.algorithm.pixel_policy import (
 )
 from sac_distributed.config import Hyperparams
 from sac_distributed.envs.observations import PIXELS, STATE
+
+# CPU flags (Linux /proc/cpuinfo) of instructions that compute bfloat16 natively; without
+# them (and without a GPU) oneDNN emulates bfloat16 convs, slower than float32 ones.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_flags(path: str = CPUINFO) -> Optional[set]:
+    """The CPU's feature flags, or None where the file cannot say (not Linux)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
+def warn_if_bfloat16_is_emulated(
+    conv_dtype: str, flags: Optional[Iterable[str]], gpus: int
+) -> Optional[str]:
+    """Logs (and returns) a warning when bfloat16 convs would run emulated: no GPU and a
+    CPU known to lack BF16_CPU_FLAGS."""
+    if conv_dtype != "bfloat16" or gpus or flags is None or set(BF16_CPU_FLAGS) & set(flags):
+        return None
+    message = (
+        "--conv_dtype=bfloat16 on a CPU without AVX512-BF16 or AMX (and no GPU): its convs "
+        "run emulated, likely slower than float32; drop --conv_dtype or use a CPU that has them."
+    )
+    logging.warning(message)
+    return message
+
 
 # Pixels each image is padded by (edge replicated) before a random crop back to
 # its size: DrQ's and DrQ-v2's shift of up to +-4 pixels on 84x84.
