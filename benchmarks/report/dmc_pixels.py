@@ -27,6 +27,7 @@ DRQ_REPEATED_SEEDS = {"cheetah_run": {"7", "9"}, "walker_walk": {"5"}}
 ACTION_REPEAT = {"cheetah_run": 4, "walker_walk": 2}
 
 Curve = List[Tuple[int, float]]  # (frames, return)
+OUR_COLORS = ("C0", "C2", "C3", "C4", "C5")  # one per seed of ours; DrQ's is C1
 
 
 def drq_curves(path: str = DRQ_ROWS) -> Dict[str, Dict[str, Curve]]:
@@ -98,10 +99,10 @@ def figure(path: str = os.path.join(HERE, "curves.png")) -> str:
         )
         label = f"DrQ (authors' data), median and range of {len(drq[task])} seeds"
         ax.plot(steps, [statistics.median(v) for v in per_step], color="C1", label=label)
-        for (name, seed), curve in ours.items():
-            if name == task:
-                xs, ys = zip(*curve)
-                ax.plot(xs, ys, "o-", color="C0", ms=3, label=f"ours, seed {seed}")
+        mine = [(seed, curve) for (name, seed), curve in ours.items() if name == task]
+        for color, (seed, curve) in zip(OUR_COLORS, mine):
+            xs, ys = zip(*curve)
+            ax.plot(xs, ys, "o-", color=color, ms=3, label=f"ours, seed {seed}")
         ax.set_title(f"{task.replace('_', '-')} from pixels")
         ax.set_xlabel("frames (env steps x action repeat)")
         ax.set_ylabel("greedy return")
