@@ -8,8 +8,10 @@ and `drq_planet_bench_rows.csv` (DrQ's rows of data/dmc_planet_bench.csv from th
 authors' repository, to 120k frames). Three of DrQ's seeds repeat another seed's run
 to the last digit (cheetah_run 7 = 3 and 9 = 4, walker_walk 5 = 2); they are
 counted once, as the paper's 100k-frame table does (344.6 +- 68.0 and 612.5 +- 164.5).
-Prints, for each of our runs, its return at its last evaluation beside DrQ's median
-and range over distinct seeds at the nearest logged frame count.
+Runs of the SB3 peer (`benchmarks/peer_sb3_pixels.py`) in `sb3_<task>_seed<S>/` are
+read the same way and drawn dashed. Prints, for each run, its return at its last
+evaluation beside DrQ's median and range over distinct seeds at the nearest logged
+frame count.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ ACTION_REPEAT = {"cheetah_run": 4, "walker_walk": 2}
 
 Curve = List[Tuple[int, float]]  # (frames, return)
 OUR_COLORS = ("C0", "C2", "C3", "C4", "C5")  # one per seed of ours; DrQ's is C1
+# Folders of the SB3 peer's runs (benchmarks/peer_sb3_pixels.py) start with this.
+PEER_PREFIX = "sb3_"
+PEER_COLOR = "C7"
 
 
 def drq_curves(path: str = DRQ_ROWS) -> Dict[str, Dict[str, Curve]]:
@@ -45,6 +50,16 @@ def drq_curves(path: str = DRQ_ROWS) -> Dict[str, Dict[str, Curve]]:
 
 def our_curves(directory: str = HERE) -> Dict[Tuple[str, int], Curve]:
     """(task, seed) -> our curve in frames, one per `<task>_seed<S>/results.csv`."""
+    return _curves(directory, "")
+
+
+def peer_curves(directory: str = HERE) -> Dict[Tuple[str, int], Curve]:
+    """(task, seed) -> the SB3 peer's curve in frames (benchmarks/peer_sb3_pixels.py),
+    one per `sb3_<task>_seed<S>/results.csv`."""
+    return _curves(directory, PEER_PREFIX)
+
+
+def _curves(directory: str, prefix: str) -> Dict[Tuple[str, int], Curve]:
     out = {}
     for name in sorted(os.listdir(directory)):
         match = re.fullmatch(r"(.+)_seed(\d+)", name)
@@ -52,6 +67,9 @@ def our_curves(directory: str = HERE) -> Dict[Tuple[str, int], Curve]:
         if not match or not os.path.exists(path):
             continue
         task, seed = match.group(1), int(match.group(2))
+        if task.startswith(PEER_PREFIX) != bool(prefix):
+            continue
+        task = task[len(prefix) :]
         with open(path) as f:
             rows = list(csv.DictReader(f))
         repeat = ACTION_REPEAT[task]
@@ -71,11 +89,13 @@ def drq_at(curves: Dict[str, Curve], frames: int) -> Tuple[int, List[float]]:
 def summary_lines() -> List[str]:
     drq = drq_curves()
     lines = []
-    for (task, seed), curve in our_curves().items():
+    runs = [("", key, c) for key, c in our_curves().items()]
+    runs += [("SB3 CnnPolicy ", key, c) for key, c in peer_curves().items()]
+    for system, (task, seed), curve in runs:
         frames, value = curve[-1]
         at, values = drq_at(drq[task], frames)
         lines.append(
-            f"{task} seed {seed}: {value:.0f} at {frames / 1000:.1f}k frames; DrQ at "
+            f"{system}{task} seed {seed}: {value:.0f} at {frames / 1000:.1f}k frames; DrQ at "
             f"{at / 1000:.0f}k: median {statistics.median(values):.0f} "
             f"[{min(values):.0f}, {max(values):.0f}] over {len(values)} seeds"
         )
@@ -88,7 +108,7 @@ def figure(path: str = os.path.join(HERE, "curves.png")) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drq, ours = drq_curves(), our_curves()
+    drq, ours, peer = drq_curves(), our_curves(), peer_curves()
     tasks = sorted({task for task, _ in ours})
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -103,6 +123,10 @@ def figure(path: str = os.path.join(HERE, "curves.png")) -> str:
         for color, (seed, curve) in zip(OUR_COLORS, mine):
             xs, ys = zip(*curve)
             ax.plot(xs, ys, "o-", color=color, ms=3, label=f"ours, seed {seed}")
+        for seed, curve in [(seed, c) for (name, seed), c in peer.items() if name == task]:
+            xs, ys = zip(*curve)
+            label = f"SB3 SAC CnnPolicy (no augmentation), seed {seed}"
+            ax.plot(xs, ys, "s--", color=PEER_COLOR, ms=3, label=label)
         ax.set_title(f"{task.replace('_', '-')} from pixels")
         ax.set_xlabel("frames (env steps x action repeat)")
         ax.set_ylabel("greedy return")

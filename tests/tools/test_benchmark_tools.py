@@ -17,6 +17,7 @@ ENTRY_SCRIPTS = [
     "learning.py",
     "learning_report.py",
     "peer_sb3.py",
+    "peer_sb3_pixels.py",
     "peer_sb3loop.py",
     "peer_stock.py",
     "probe.py",
@@ -29,7 +30,7 @@ def _run_python(*argv: str, python: str = sys.executable, timeout: int = 600):
     return subprocess.run([python, *argv], capture_output=True, text=True, timeout=timeout, cwd="/")
 
 
-def test_the_entry_scripts_are_the_documented_eight():
+def test_the_entry_scripts_are_the_documented_nine():
     entries = sorted(
         f
         for f in os.listdir(BENCHMARKS_DIR)

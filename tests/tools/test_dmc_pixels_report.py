@@ -2,6 +2,8 @@
 
 import statistics
 
+import pytest
+
 from benchmarks.report import dmc_pixels
 
 
@@ -26,3 +28,36 @@ def test_our_runs_are_read_in_frames_and_compared(tmp_path):
     assert "DrQ at 96k: median 331 [237, 443] over 8 seeds" in line
     assert dmc_pixels.figure(str(tmp_path / "curves.png")).endswith("curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+
+def test_a_peer_run_is_read_apart_from_ours(tmp_path):
+    header = "train_step,env_steps,average_return,average_episode_length,wall_time\n"
+    for name, rows in (
+        ("cheetah_run_seed3", "0,1000,5.0,250,1\n2500,3500,120.0,250,2\n"),
+        ("sb3_cheetah_run_seed3", "0,1000,4.0,250,1\n2500,3500,60.0,250,2\n"),
+        ("sb3_cheetah_run_seed4", ""),  # no results.csv: skipped
+    ):
+        (tmp_path / name).mkdir()
+        if rows:
+            (tmp_path / name / "results.csv").write_text(header + rows)
+    assert dmc_pixels.our_curves(str(tmp_path)) == {
+        ("cheetah_run", 3): [(4000, 5.0), (14000, 120.0)]
+    }
+    assert dmc_pixels.peer_curves(str(tmp_path)) == {
+        ("cheetah_run", 3): [(4000, 4.0), (14000, 60.0)]
+    }
+
+
+def test_the_pixel_peer_refuses_a_run_that_would_train_nothing(capsys):
+    from benchmarks import peer_sb3_pixels
+
+    with pytest.raises(SystemExit):
+        peer_sb3_pixels.parse_args(["--seed=0", "--steps=500", "--results=r.csv"])
+    assert "--steps (500) must exceed --learning_starts (1000)" in capsys.readouterr().err
+    args = peer_sb3_pixels.parse_args(["--seed=0", "--results=r.csv"])
+    assert (args.steps, args.batch_size, args.action_repeat, args.frame_stack) == (
+        25_000,
+        128,
+        4,
+        3,
+    )
