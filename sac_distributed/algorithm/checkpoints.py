@@ -12,13 +12,14 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 from tf_agents.policies import greedy_policy, policy_saver, tf_policy
 
 from sac_distributed import paths
+from sac_distributed.algorithm.env_units import EnvUnitsPolicy
 from sac_distributed.errors import CheckpointError
 from sac_distributed.runtime import replace_dir
 
@@ -129,16 +130,20 @@ class LearnerCheckpoints:
 
 
 def make_policy_savers(
-    acting: tf_policy.TFPolicy, train_step: tf.Variable
+    acting: tf_policy.TFPolicy, train_step: tf.Variable, env_action: Any = None
 ) -> Dict[str, policy_saver.PolicySaver]:
     """A PolicySaver per name in paths.POLICY_NAMES for the acting policy.
 
     The learners' policy and collect_policy are one stochastic policy: one
     saver serves both names, and an export writes it once and copies the
-    directory. Build under the learner's strategy scope.
+    directory. `env_action`: the env's own action spec where the jobs act on
+    [-1, 1] (EnvSpecs.env_action); the exports then act in its bounds. Build under
+    the learner's strategy scope.
     """
-    acting_saver = policy_saver.PolicySaver(acting, batch_size=None, train_step=train_step)
     greedy = greedy_policy.GreedyPolicy(acting)
+    if env_action is not None:
+        acting, greedy = EnvUnitsPolicy(acting, env_action), EnvUnitsPolicy(greedy, env_action)
+    acting_saver = policy_saver.PolicySaver(acting, batch_size=None, train_step=train_step)
     savers = {
         "policy": acting_saver,
         "collect_policy": acting_saver,

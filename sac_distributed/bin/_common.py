@@ -219,6 +219,13 @@ flags.DEFINE_string(
     "bfloat16 (1.45x the updates/s on 2 AVX512-BF16 cores; weights, actors and exports "
     "stay float32).",
 )
+flags.DEFINE_boolean(
+    "rescale_actions",
+    None,
+    "Act on [-1, 1] and rescale each action to the env's bounds in its step, as SB3's "
+    "policies do (critics, log-probs and the entropy target on [-1, 1]; exports act in "
+    "the env's bounds). On for an env without a preset; off: TF-Agents' squash to the bounds.",
+)
 flags.DEFINE_float(
     "samples_per_insert",
     None,

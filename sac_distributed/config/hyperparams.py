@@ -141,6 +141,12 @@ class Hyperparams:
     # float32, or bfloat16 on float32 weights (1.45x the updates/s on these 2-core
     # AVX512-BF16 CPUs, benchmarks/results/pixel_update_cost/). Actors and exports: float32.
     conv_dtype: str = "float32"
+    # Act on [-1, 1]: the env's Box actions are rescaled to its bounds inside its step
+    # (envs/actions.py), so the critics see [-1, 1] actions and the log-probabilities
+    # and entropy target are measured there, as in SB3 (its policies act on [-1, 1]).
+    # Exported policies act in the env's own bounds. False: the policy squashes
+    # straight to the env's bounds (TF-Agents). An env on [-1, 1] is the same either way.
+    rescale_actions: bool = False
     # For ablation studies of CrossQ only: names from algorithm/crossq/config.py's
     # ABLATIONS, each turning one of its pieces back to SAC's. Empty: as published.
     crossq_ablations: Tuple[str, ...] = ()

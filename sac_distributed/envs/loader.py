@@ -20,7 +20,7 @@ from tf_agents.environments import py_environment, wrappers
 from tf_agents.specs import tensor_spec
 
 from sac_distributed.config import parse_env_kwargs
-from sac_distributed.envs import observations, pixels
+from sac_distributed.envs import actions, observations, pixels
 from sac_distributed.envs import sources as env_sources
 from sac_distributed.envs.gymnasium_env import CheckedEnvironment, GymnasiumEnvironment
 from sac_distributed.envs.specs import EnvSpecs
@@ -35,6 +35,7 @@ def load_env(
     module_dirs: Sequence[str] = (),
     frame_stack: int = 1,
     action_repeat: int = 1,
+    rescale_actions: bool = False,
 ) -> py_environment.PyEnvironment:
     """Loads `env_name` (see `sources`: a gym, pybullet or Gymnasium id, or a user's
     `module:factory`) as a seeded TF-Agents environment.
@@ -46,7 +47,8 @@ def load_env(
     in for a user's module that is not importable as it is (run_info records
     the one a run used). `action_repeat` plays each action that many env steps;
     an env observing one uint8 image gets its last `frame_stack` frames as each
-    observation (pixels.py). Raises EnvError with what to do.
+    observation (pixels.py). `rescale_actions` has the env act on [-1, 1] (actions.py;
+    an env already on [-1, 1] is left as it is). Raises EnvError with what to do.
     """
     source = env_sources.resolve(env_name, module_dirs)
     kwargs = dict(env_kwargs or {})
@@ -56,6 +58,8 @@ def load_env(
         env = TruncationKeepsDiscount(_load_gym_id(source, kwargs))
     else:
         env = _wrap(env_sources.make_raw_env(source, kwargs, render=render), env_name)
+    if rescale_actions and actions.needs_rescale(env.action_spec()):
+        env = actions.UnitActions(env)
     env = _with_pixel_options(env, frame_stack, action_repeat)
     env = CheckedEnvironment(env, env_name)
     if seed is not None:
@@ -74,20 +78,26 @@ def _with_pixel_options(
 
 
 def load_job_env(config: Any, seed: Optional[int] = None) -> py_environment.PyEnvironment:
-    """The env of a job config (its env_name and env_kwargs, its hparams' frame stack
-    and action repeat; root_dir's run_info says where a user's module came from)."""
+    """The env of a job config (its env_name and env_kwargs, its hparams' frame stack,
+    action repeat and action rescaling; root_dir's run_info says where a user's module
+    came from)."""
     return load_env(
         config.env_name,
         seed,
         parse_env_kwargs(config.env_kwargs),
         module_dirs=env_sources.recorded_module_dirs(config.root_dir),
-        **pixel_options(config.hparams),
+        **env_options(config.hparams),
     )
 
 
-def pixel_options(hparams: Any) -> dict:
-    """The frame stack and action repeat `load_env` takes, from a run's Hyperparams."""
-    return {"frame_stack": hparams.frame_stack, "action_repeat": hparams.action_repeat}
+def env_options(hparams: Any) -> dict:
+    """What `load_env` takes from a run's Hyperparams: the frame stack, the action
+    repeat and whether actions are rescaled to [-1, 1]."""
+    return {
+        "frame_stack": hparams.frame_stack,
+        "action_repeat": hparams.action_repeat,
+        "rescale_actions": hparams.rescale_actions,
+    }
 
 
 def job_env_specs(config: Any) -> EnvSpecs:
@@ -96,7 +106,7 @@ def job_env_specs(config: Any) -> EnvSpecs:
         config.env_name,
         parse_env_kwargs(config.env_kwargs),
         module_dirs=env_sources.recorded_module_dirs(config.root_dir),
-        **pixel_options(config.hparams),
+        **env_options(config.hparams),
     )
 
 
@@ -170,7 +180,7 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
             f"{env_name or 'The environment'} has discrete actions ({action_spec}); "
             "SAC here needs continuous (Box) actions."
         )
-    if not _bounded(action_spec):
+    if not actions.is_bounded(action_spec):
         raise EnvError(
             f"{env_name or 'The environment'} has unbounded actions ({action_spec}): SAC "
             "squashes actions into [minimum, maximum], so give the action spec finite bounds."
@@ -181,14 +191,15 @@ def env_specs(env: py_environment.PyEnvironment, env_name: str = "") -> EnvSpecs
         time_step=tensor_spec.from_spec(env.time_step_spec()),
         frame_stack=pixels.frames_per_observation(env),
         cameras=pixels.camera_channels(env),
+        env_action=_env_action(env),
     )
 
 
-def _bounded(spec: Any) -> bool:
-    minimum, maximum = getattr(spec, "minimum", None), getattr(spec, "maximum", None)
-    if minimum is None or maximum is None:
-        return False
-    return bool(np.all(np.isfinite(minimum)) and np.all(np.isfinite(maximum)))
+def _env_action(env: py_environment.PyEnvironment) -> Any:
+    """The env's own action spec where its actions are rescaled (actions.UnitActions,
+    found through the wrappers above it), else None."""
+    spec = getattr(env, "env_action_spec", None)
+    return None if spec is None else tensor_spec.from_spec(spec)
 
 
 def specs_for(
@@ -197,6 +208,7 @@ def specs_for(
     module_dirs: Sequence[str] = (),
     frame_stack: int = 1,
     action_repeat: int = 1,
+    rescale_actions: bool = False,
 ) -> EnvSpecs:
     """Loads the env once to read its specs, then closes it."""
     env = load_env(
@@ -205,6 +217,7 @@ def specs_for(
         module_dirs=module_dirs,
         frame_stack=frame_stack,
         action_repeat=action_repeat,
+        rescale_actions=rescale_actions,
     )
     try:
         return env_specs(env, env_name)

@@ -27,6 +27,9 @@ class EnvSpecs:
     # Several cameras side by side in each frame: the channels of each, in order
     # (envs/observations.py); () for one camera or none.
     cameras: Tuple[int, ...] = ()
+    # The env's own action spec (BoundedTensorSpec) where the jobs act on [-1, 1]
+    # (Hyperparams.rescale_actions, envs/actions.py), else None: `action` is the env's.
+    env_action: Any = None
 
     @property
     def image(self) -> Optional[tf.TensorSpec]:

@@ -113,7 +113,8 @@ def test_the_banner_line_names_each_value():
         "warm-up env steps, an evaluation every 300 train steps, samples_per_insert=256 "
         "(1 SGD steps per env step), network_init=torch, target_entropy_per_action_dim=-1, "
         "actors pull weights every 10 env steps (variable_update_interval), the actor's "
-        "log std clipped to [-20, 2] (clip_policy_log_std); each has a flag of the same name"
+        "log std clipped to [-20, 2] (clip_policy_log_std), actions rescaled from [-1, 1] to "
+        "the env's bounds (rescale_actions); each has a flag of the same name"
     )
     told = config_lib.hyperparams_for(NO_PRESET, {"target_entropy": -2.5})
     assert "target_entropy=-2.5," in config_lib.describe_generic_defaults(NO_PRESET, told, 10)

@@ -125,9 +125,10 @@ def learner_config(
 def assert_exported_policy_plays_the_evaluators_episodes(
     server: reverb.Server, root_dir: str, specs, episodes: int, seed: int
 ) -> None:
-    """The evaluator's path (the container's weights in NumPy) and sac-evaluate's
-    (the run's greedy SavedModel through TF-Agents) play the same seeded episodes to
-    the same returns, and the episodes differ from one another."""
+    """The evaluator's path (the container's weights in NumPy, on the env as the jobs
+    load it: `specs.action`'s bounds) and sac-evaluate's (the run's greedy SavedModel
+    through TF-Agents, on the env as it is) play the same seeded episodes to the same
+    returns, and the episodes differ from one another."""
     from sac_distributed import paths
     from sac_distributed.algorithm.policy import NumpyActorPolicy
     from sac_distributed.jobs.evaluation import run_episodes
@@ -138,7 +139,8 @@ def assert_exported_policy_plays_the_evaluators_episodes(
     spec = specs.action
     numpy_policy = NumpyActorPolicy(spec.minimum, spec.maximum, spec.shape)
     numpy_policy.set_weights(snapshot.policy_weights, snapshot.normalization)
-    evaluator_returns, _ = run_episodes(env_loader.load_env(ENV_NAME, seed), numpy_policy, episodes)
+    jobs_env = env_loader.load_env(ENV_NAME, seed, rescale_actions=specs.env_action is not None)
+    evaluator_returns, _ = run_episodes(jobs_env, numpy_policy, episodes)
 
     report = inspect_policy.evaluate(
         os.path.join(root_dir, paths.POLICIES_DIR, "greedy_policy"),

@@ -84,6 +84,7 @@ ADDED_SINCE = {
     "action_repeat": 1,
     "initial_alpha": 1.0,
     "conv_dtype": "float32",
+    "rescale_actions": False,
 }
 
 

@@ -75,7 +75,7 @@ class CrossQLearner(LearnerBase):
             self.policy = actor_policy.ActorPolicy(
                 specs.time_step, specs.action, actor_network=self.agent.actor, training=False
             )
-            savers = make_policy_savers(self.policy, self.train_step)
+            savers = make_policy_savers(self.policy, self.train_step, specs.env_action)
         checkpoint = tf.train.Checkpoint(**{CHECKPOINT_KEY: self.agent}, train_step=self.train_step)
         self._checkpoints = LearnerCheckpoints(
             checkpoint, self.train_step, root_dir, max_checkpoints_to_keep

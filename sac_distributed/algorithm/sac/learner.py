@@ -104,7 +104,7 @@ class SacLearner(LearnerBase):
             self.agent = make_agent(specs, hparams, self.train_step, self.normalizer)
             self.averager = _make_averager(self.agent, specs, hparams, self.normalizer)
             acting = self.agent.policy if self.averager is None else self.averager.policy
-            savers = make_policy_savers(acting, self.train_step)
+            savers = make_policy_savers(acting, self.train_step, specs.env_action)
         # What actors, the evaluator and exports act with: the trained actor or its average.
         self._policy_variables = (
             policy_variables(self.agent)
