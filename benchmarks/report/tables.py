@@ -97,13 +97,21 @@ ANT = _set(
 ANT_300K = _set("AntBulletEnv-v0", "ours, preset", ("learning_300k", "ours-preset"))
 MINITAUR = _set("MinitaurBulletEnv-v0", "ours, preset", ("learning", "ours-preset"))
 # A Gymnasium env nobody tuned for: no preset, so the generic defaults (since
-# 2026-12-04 SB3's where they learned faster, run as the variant `sb3like_ent`).
+# 2026-12-07 SB3's where they learned faster, acting on [-1, 1]; run with no flag as the
+# variant `generic1207`).
 UNTUNED = _set(
     "InvertedPendulum-v5",
     "ours, no preset",
-    ("learning_defaults_30k", "ours-sb3like_ent"),
+    ("learning_defaults_30k", "ours-generic1207"),
     note="no preset: the generic defaults (100 warm-up steps, PyTorch's init, target "
-    "entropy -dim(A), actors pulling every 10 env steps; run as the variant `sb3like_ent`)",
+    "entropy -dim(A), actors pulling every 10 env steps, actions on [-1, 1]; run with no "
+    "flag as the variant `generic1207`)",
+)
+UNTUNED_1204 = _set(
+    "InvertedPendulum-v5",
+    "ours, no preset, generic defaults of 2026-12-04 (on the env's action scale)",
+    ("learning_defaults_30k", "ours-sb3like_ent"),
+    note="run as the variant `sb3like_ent`",
 )
 UNTUNED_FORMER = _set(
     "InvertedPendulum-v5",
@@ -469,7 +477,7 @@ BY_ENV: Dict[str, Tuple[Tuple[int, ...], Tuple[RunSet, ...]]] = {
     "Humanoid-v5": ((50_000, 100_000), (MUJOCO["Humanoid-v5"],)),
     "InvertedPendulum-v5": (
         (10_000, 20_000, 30_000),
-        (UNTUNED, UNTUNED_FORMER, UNTUNED_UNCLIPPED),
+        (UNTUNED, UNTUNED_1204, UNTUNED_FORMER, UNTUNED_UNCLIPPED),
     ),
 }
 

@@ -30,12 +30,20 @@ ENVS = (
     "Swimmer-v5",
 )
 SB3 = ("sb3defaults-preset", 'SB3, its own defaults (`SAC("MlpPolicy", env)`)')
-# The generic defaults since 2026-12-04 are `sb3like_ent`'s values (config/presets.py);
-# `preset` rows are the former ones, run before that change with no flag but the budget.
+# The generic defaults since 2026-12-07 are `generic1207`'s (no flag: config/presets.py),
+# which add --rescale_actions to `sb3like_ent`'s values of 2026-12-04 (on an env whose
+# actions are on [-1, 1] already, IDP, Reacher and Swimmer here, the two are one run);
+# `preset` rows are the former ones, run before 2026-12-04 with no flag but the budget.
 OURS = (
     (
+        "ours-generic1207",
+        "ours, generic defaults (since 2026-12-07: `sb3like_ent` acting on [-1, 1], "
+        "`--rescale_actions`)",
+    ),
+    (
         "ours-sb3like_ent",
-        "ours, generic defaults (`sb3like` + SB3's target entropy -dim(A), since 2026-12-04)",
+        "ours, generic defaults of 2026-12-04 (`sb3like` + SB3's target entropy -dim(A)) "
+        "on the env's action scale: today's run where that is [-1, 1]",
     ),
     ("ours-preset", "ours, former generic defaults (to 2026-12-04)"),
     ("ours-sb3like", "ours, `sb3like`: 100 warm-up steps, PyTorch's init, pulls every 10"),
@@ -49,6 +57,11 @@ OURS = (
         "ours-unit_ent",
         "ours, generic defaults but target entropy -dim(A) measured in [-1, 1] actions "
         "(SB3's), not the env's",
+    ),
+    (
+        "ours-unit_actions",
+        "ours, 2026-12-04's defaults on the env rescaled to [-1, 1] by Gymnasium's "
+        "RescaleAction (`benchmarks/unit_action_envs.py`, before the flag)",
     ),
 )
 FILE = "docs/generated/untuned-vs-sb3-defaults.md"
