@@ -5,8 +5,10 @@ seeds of (return at the budget - first evaluation's return); a run "reaches" at 
 first greedy evaluation whose return is at least the SB3 seeds' median first return
 plus 90 % of that gain. A cell gives the median over the row's seeds (a seed that
 never reaches counts as later than any that does) and then each seed's value;
-"ratio" is that median over SB3-defaults' median. Generated with the other results
-tables (`python benchmarks/learning_report.py tables`).
+"ratio" is that median over SB3-defaults' median. Below it, where the runs of
+WALL_DIRECTORY are committed, the wall time to the same mark with each run alone on
+the machine. Generated with the other results tables (`python benchmarks/learning_report.py
+tables`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ OURS = (
         "RescaleAction (`benchmarks/unit_action_envs.py`, before the flag)",
     ),
 )
+# Wall time to the reach mark: the generic defaults against SB3's, each run alone on the
+# 2-core machine (learning.py --parallel=1), measured apart from the runs above, which
+# often shared it.
+WALL_DIRECTORY = "wall_defaults_20k"
+WALL_BUDGET = 20_000
+WALL_GROUPS = (SB3, ("ours-generic1207", "ours, generic defaults (no flag)"))
 FILE = "docs/generated/untuned-vs-sb3-defaults.md"
 NOTE = (
     "No preset for these envs. 30k env steps, greedy 10-episode evaluations every 1k, "
@@ -75,10 +83,24 @@ NOTE = (
     "--systems=ours,sb3defaults --env_steps=30000 --eval_every=1000 --seeds=0,1,2` "
     "with the row's variant."
 )
+WALL_NOTE = (
+    "Wall time: seconds from a run's start (start-up included) to its first evaluation "
+    "at or above the reach mark of the table above it (from the 30k runs), each run alone "
+    "on the 2-core machine; both systems wait for their evaluations, so their time is in. "
+    "Cells: median over seeds, then each seed (never: not within the "
+    f"{WALL_BUDGET // 1000}k budget); ratio: ours over SB3's; env steps/s: from a run's "
+    "first evaluation to its last, evaluations included, median [min, max]. Runs: "
+    f"`benchmarks/results/{WALL_DIRECTORY}/`; command: `python benchmarks/learning.py "
+    "--envs=InvertedPendulum-v5,Pusher-v5 --systems=ours,sb3defaults "
+    f"--variants=generic1207= --seeds=0,1,2 --env_steps={WALL_BUDGET} --eval_every=1000 "
+    f"--parallel=1 --out=benchmarks/results/{WALL_DIRECTORY}`."
+)
 
 
-def _runs(root: str, tracked: Optional[Set[str]], env_name: str, group: str) -> List[Run]:
-    return tables.load_set(root, tables.RunSet(env_name, group, ((DIRECTORY, group),)), tracked)
+def _runs(
+    root: str, tracked: Optional[Set[str]], env_name: str, group: str, directory: str = DIRECTORY
+) -> List[Run]:
+    return tables.load_set(root, tables.RunSet(env_name, group, ((directory, group),)), tracked)
 
 
 def reach_threshold(sb3_runs: Sequence[Run]) -> Optional[float]:
@@ -101,7 +123,23 @@ def first_reach(run: Run, threshold: float) -> Optional[int]:
     return None if index is None else points[index].env_steps
 
 
-def median_reach(reaches: Sequence[Optional[int]]) -> Optional[float]:
+def reach_seconds(run: Run, threshold: float) -> Optional[float]:
+    """Wall seconds from the run's start to its first evaluation at or above
+    `threshold`; None if none is."""
+    index = learning_report.first_reach(run.points, threshold)
+    return None if index is None else run.points[index].wall_time - run.started
+
+
+def steps_per_second(run: Run) -> Optional[float]:
+    """Env steps per wall second from a run's first evaluation to its last, evaluations
+    included: what bounds its wall time at one SGD step per env step."""
+    first, last = run.points[0], run.points[-1]
+    if last.wall_time <= first.wall_time:
+        return None
+    return (last.env_steps - first.env_steps) / (last.wall_time - first.wall_time)
+
+
+def median_reach(reaches: Sequence[Optional[float]]) -> Optional[float]:
     """The median, a never-reaching seed counting as later than every other."""
     ordered = sorted(reaches, key=lambda r: float("inf") if r is None else r)
     middle = ordered[(len(ordered) - 1) // 2 : len(ordered) // 2 + 1]
@@ -145,10 +183,51 @@ def env_table(root: str, tracked: Optional[Set[str]], env_name: str) -> str:
         ]
         seeds = tables.seeds_text([run.seed for run in runs])
         lines.append("| " + " | ".join([label, seeds, reach, ratio, *returns]) + " |")
+    return "\n".join(lines) + "\n" + wall_table(root, tracked, env_name, threshold)
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "never" if value is None else f"{value:.0f}"
+
+
+def wall_table(
+    root: str, tracked: Optional[Set[str]], env_name: str, threshold: Optional[float]
+) -> str:
+    """Wall seconds to `threshold` for WALL_GROUPS' committed runs of WALL_DIRECTORY;
+    empty where there are none or no threshold."""
+    loaded = [
+        (label, _runs(root, tracked, env_name, group, WALL_DIRECTORY))
+        for group, label in WALL_GROUPS
+    ]
+    if threshold is None or not all(runs for _, runs in loaded):
+        return ""
+    header = ["runs", "seeds", f"s to {threshold:.0f}", "ratio", "env steps at it", "env steps/s"]
+    lines = [
+        "",
+        f"Wall time to {threshold:.0f}, each run alone (`{WALL_DIRECTORY}`):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    sb3_median = median_reach([reach_seconds(run, threshold) for run in loaded[0][1]])
+    for label, runs in loaded:
+        seconds = [reach_seconds(run, threshold) for run in runs]
+        steps = [first_reach(run, threshold) for run in runs]
+        median = median_reach(seconds)
+        ratio = f"{median / sb3_median:.2f}" if median is not None and sb3_median else "–"
+        cells = [
+            label,
+            tables.seeds_text([run.seed for run in runs]),
+            f"{_seconds(median)} ({', '.join(_seconds(s) for s in seconds)})",
+            ratio,
+            f"{_k(median_reach(steps))} ({', '.join(_k(s) for s in steps)})",
+            tables.stats_cell([steps_per_second(run) for run in runs], 0, len(runs)),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def render(root: str, tracked: Optional[Set[str]]) -> str:
     header = f"<!-- Generated by `{tables.COMMAND}` from the committed runs: do not edit. -->\n\n"
     envs = [text for text in (env_table(root, tracked, env) for env in ENVS) if text]
-    return header + "\n".join(envs) + "\n" + NOTE + "\n"
+    return header + "\n".join(envs) + "\n" + NOTE + "\n\n" + WALL_NOTE + "\n"

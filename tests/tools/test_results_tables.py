@@ -129,3 +129,23 @@ def test_untuned_reach_is_ninety_percent_of_sb3s_median_gain_and_never_counts_la
     assert untuned.median_reach([3000, 4000]) == 3500
     # An SB3 that gains nothing (Swimmer-v5's first evaluation is its best): no reach.
     assert untuned.reach_threshold([_run([50.0] * 30 + [40.0])]) is None
+
+
+def test_untuned_wall_time_is_seconds_from_the_runs_start_to_its_first_reach():
+    run = _run([0, 10, 95, 20] + [0] * 26)
+    run.started = -5.0
+    # The third evaluation (wall_time 2.0) is the first at 90; the run began at -5.
+    assert untuned.reach_seconds(run, 90.0) == 7.0
+    assert untuned.reach_seconds(_run([0] * 30), 90.0) is None
+    assert untuned.median_reach([12.5, None, 30.0]) == 30.0
+
+
+def test_untuned_wall_table_is_left_out_without_its_runs_or_a_mark(tmp_path):
+    assert untuned.wall_table(str(tmp_path), None, "Untuned-v0", 90.0) == ""
+    assert untuned.wall_table(str(tmp_path), None, "Untuned-v0", None) == ""
+
+
+def test_untuned_steps_per_second_spans_the_first_to_the_last_evaluation():
+    # _run's evaluations are 1000 env steps and one second apart.
+    assert untuned.steps_per_second(_run([0.0] * 30)) == 1000.0
+    assert untuned.steps_per_second(_run([0.0])) is None
