@@ -93,7 +93,8 @@ WALL_NOTE = (
     f"`benchmarks/results/{WALL_DIRECTORY}/`; command: `python benchmarks/learning.py "
     "--envs=InvertedPendulum-v5,Pusher-v5 --systems=ours,sb3defaults "
     f"--variants=generic1207= --seeds=0,1,2 --env_steps={WALL_BUDGET} --eval_every=1000 "
-    f"--parallel=1 --out=benchmarks/results/{WALL_DIRECTORY}`."
+    f"--parallel=1 --out=benchmarks/results/{WALL_DIRECTORY}` (InvertedPendulum-v5 also "
+    "with --seeds=3,4,5)."
 )
 
 
