@@ -11,7 +11,10 @@ counted once, as the paper's 100k-frame table does (344.6 +- 68.0 and 612.5 +- 1
 Runs of the SB3 peer (`benchmarks/peer_sb3_pixels.py`) in `sb3_<task>_seed<S>/` are
 read the same way and drawn dashed. Prints, for each run, its return at its last
 evaluation beside DrQ's median and range over distinct seeds at the nearest logged
-frame count.
+frame count, and DrQ-v2's mean and median over its 10 seeds at the same mark
+(`drqv2_curves_rows.csv`: the rows to 120k frames of curves/dmc_<task>.csv in
+facebookresearch/drqv2, logged every 20k frames; their 100k-frame means are the
+273 and 170 the issue quotes).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Dict, List, Tuple
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "results", "dmc_pixels")
 DRQ_ROWS = os.path.join(HERE, "drq_planet_bench_rows.csv")
+DRQV2_ROWS = os.path.join(HERE, "drqv2_curves_rows.csv")
+DRQV2_COLOR = "C6"
 # Repeats of another seed's run in DrQ's file (identical to ~1e-13 at every step).
 DRQ_REPEATED_SEEDS = {"cheetah_run": {"7", "9"}, "walker_walk": {"5"}}
 ACTION_REPEAT = {"cheetah_run": 4, "walker_walk": 2}
@@ -45,6 +50,16 @@ def drq_curves(path: str = DRQ_ROWS) -> Dict[str, Dict[str, Curve]]:
                 continue
             point = (int(row["step"]), float(row["episode_reward"]))
             out.setdefault(task, {}).setdefault(seed, []).append(point)
+    return out
+
+
+def drqv2_curves(path: str = DRQV2_ROWS) -> Dict[str, Dict[str, Curve]]:
+    """task -> seed -> DrQ-v2's curve (the authors' curves/ files, to 120k frames)."""
+    out: Dict[str, Dict[str, Curve]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            point = (int(row["frame"]), float(row["episode_reward"]))
+            out.setdefault(row["task"], {}).setdefault(row["seed"], []).append(point)
     return out
 
 
@@ -86,18 +101,27 @@ def drq_at(curves: Dict[str, Curve], frames: int) -> Tuple[int, List[float]]:
     return nearest, [dict(curve)[nearest] for curve in curves.values() if nearest in dict(curve)]
 
 
+def _by_frame(curves: Dict[str, Curve]) -> Tuple[List[int], List[List[float]]]:
+    """Every logged frame count of `curves` and the seeds' returns at each."""
+    steps = sorted({s for curve in curves.values() for s, _ in curve})
+    return steps, [[dict(c)[s] for c in curves.values() if s in dict(c)] for s in steps]
+
+
 def summary_lines() -> List[str]:
-    drq = drq_curves()
+    drq, drqv2 = drq_curves(), drqv2_curves()
     lines = []
     runs = [("", key, c) for key, c in our_curves().items()]
     runs += [("SB3 CnnPolicy ", key, c) for key, c in peer_curves().items()]
     for system, (task, seed), curve in runs:
         frames, value = curve[-1]
         at, values = drq_at(drq[task], frames)
+        at2, values2 = drq_at(drqv2[task], frames)
         lines.append(
             f"{system}{task} seed {seed}: {value:.0f} at {frames / 1000:.1f}k frames; DrQ at "
             f"{at / 1000:.0f}k: median {statistics.median(values):.0f} "
-            f"[{min(values):.0f}, {max(values):.0f}] over {len(values)} seeds"
+            f"[{min(values):.0f}, {max(values):.0f}] over {len(values)} seeds; DrQ-v2 at "
+            f"{at2 / 1000:.0f}k: mean {statistics.mean(values2):.0f}, median "
+            f"{statistics.median(values2):.0f} over {len(values2)} seeds"
         )
     return lines
 
@@ -108,17 +132,20 @@ def figure(path: str = os.path.join(HERE, "curves.png")) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drq, ours, peer = drq_curves(), our_curves(), peer_curves()
+    drq, drqv2, ours, peer = drq_curves(), drqv2_curves(), our_curves(), peer_curves()
     tasks = sorted({task for task, _ in ours})
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        steps = sorted({s for curve in drq[task].values() for s, _ in curve})
-        per_step = [[dict(c)[s] for c in drq[task].values() if s in dict(c)] for s in steps]
+        steps, per_step = _by_frame(drq[task])
         ax.fill_between(
             steps, [min(v) for v in per_step], [max(v) for v in per_step], alpha=0.2, color="C1"
         )
         label = f"DrQ (authors' data), median and range of {len(drq[task])} seeds"
         ax.plot(steps, [statistics.median(v) for v in per_step], color="C1", label=label)
+        steps, per_step = _by_frame(drqv2[task])
+        label = f"DrQ-v2 (authors' curves), median of {len(drqv2[task])} seeds"
+        medians = [statistics.median(v) for v in per_step]
+        ax.plot(steps, medians, ":", color=DRQV2_COLOR, label=label)
         mine = [(seed, curve) for (name, seed), curve in ours.items() if name == task]
         for color, (seed, curve) in zip(OUR_COLORS, mine):
             xs, ys = zip(*curve)

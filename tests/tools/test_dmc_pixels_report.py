@@ -61,3 +61,13 @@ def test_the_pixel_peer_refuses_a_run_that_would_train_nothing(capsys):
         4,
         3,
     )
+
+
+def test_drqv2_rows_give_the_figures_the_issue_quotes():
+    drqv2 = dmc_pixels.drqv2_curves()
+    for task, mean in (("cheetah_run", 273.2), ("walker_walk", 169.6)):
+        assert len(drqv2[task]) == 10
+        at, values = dmc_pixels.drq_at(drqv2[task], 94_600)
+        assert at == 100_000 and abs(statistics.mean(values) - mean) < 0.1
+    (line,) = [s for s in dmc_pixels.summary_lines() if s.startswith("cheetah_run seed 0")]
+    assert line.endswith("DrQ-v2 at 100k: mean 273, median 263 over 10 seeds")
