@@ -42,24 +42,27 @@ PEER_COLOR = "C7"
 
 def drq_curves(path: str = DRQ_ROWS) -> Dict[str, Dict[str, Curve]]:
     """task -> seed -> DrQ's curve, repeated seeds left out."""
-    out: Dict[str, Dict[str, Curve]] = {}
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            task, seed = row["env"], row["seed"]
-            if seed in DRQ_REPEATED_SEEDS.get(task, ()):
-                continue
-            point = (int(row["step"]), float(row["episode_reward"]))
-            out.setdefault(task, {}).setdefault(seed, []).append(point)
-    return out
+    return _reference_curves(path, ("env", "seed", "step"), DRQ_REPEATED_SEEDS)
 
 
 def drqv2_curves(path: str = DRQV2_ROWS) -> Dict[str, Dict[str, Curve]]:
     """task -> seed -> DrQ-v2's curve (the authors' curves/ files, to 120k frames)."""
+    return _reference_curves(path, ("task", "seed", "frame"), {})
+
+
+def _reference_curves(
+    path: str, columns: Tuple[str, str, str], repeated: Dict[str, set]
+) -> Dict[str, Dict[str, Curve]]:
+    """A published per-seed file's (task, seed, frame) `columns` and episode_reward."""
+    task_column, seed_column, frame_column = columns
     out: Dict[str, Dict[str, Curve]] = {}
     with open(path) as f:
         for row in csv.DictReader(f):
-            point = (int(row["frame"]), float(row["episode_reward"]))
-            out.setdefault(row["task"], {}).setdefault(row["seed"], []).append(point)
+            task, seed = row[task_column], row[seed_column]
+            if seed in repeated.get(task, ()):
+                continue
+            point = (int(row[frame_column]), float(row["episode_reward"]))
+            out.setdefault(task, {}).setdefault(seed, []).append(point)
     return out
 
 
