@@ -9,7 +9,8 @@ authors' repository, to 120k frames). Three of DrQ's seeds repeat another seed's
 to the last digit (cheetah_run 7 = 3 and 9 = 4, walker_walk 5 = 2); they are
 counted once, as the paper's 100k-frame table does (344.6 +- 68.0 and 612.5 +- 164.5).
 Runs of the SB3 peer (`benchmarks/peer_sb3_pixels.py`) in `sb3_<task>_seed<S>/` are
-read the same way and drawn dashed. Prints, for each run, its return at its last
+read the same way and drawn dashed. Prints, per task, the median of our seeds' last
+evaluations (the issue's target is the median of 3), then, for each run, its return at its last
 evaluation beside DrQ's median and range over distinct seeds at the nearest logged
 frame count, and DrQ-v2's mean and median over its 10 seeds at the same mark
 (`drqv2_curves_rows.csv`: the rows to 120k frames of curves/dmc_<task>.csv in
@@ -110,9 +111,31 @@ def _by_frame(curves: Dict[str, Curve]) -> Tuple[List[int], List[List[float]]]:
     return steps, [[dict(c)[s] for c in curves.values() if s in dict(c)] for s in steps]
 
 
+def seed_medians(curves: Dict[Tuple[str, int], Curve]) -> Dict[str, Tuple[int, float, int, int]]:
+    """task -> (seeds, median of their last evaluations, fewest frames, most frames):
+    the issue's target is the median over seeds at the end of each run."""
+    last: Dict[str, List[Tuple[int, float]]] = {}
+    for (task, _), curve in curves.items():
+        last.setdefault(task, []).append(curve[-1])
+    return {
+        task: (
+            len(points),
+            statistics.median(v for _, v in points),
+            min(f for f, _ in points),
+            max(f for f, _ in points),
+        )
+        for task, points in sorted(last.items())
+    }
+
+
 def summary_lines() -> List[str]:
     drq, drqv2 = drq_curves(), drqv2_curves()
     lines = []
+    for task, (n, median, lo, hi) in seed_medians(our_curves()).items():
+        span = f"{lo / 1000:.1f}k" if lo == hi else f"{lo / 1000:.1f}k-{hi / 1000:.1f}k"
+        lines.append(
+            f"{task}: median {median:.0f} of our {n} seeds' last evaluations ({span} frames)"
+        )
     runs = [("", key, c) for key, c in our_curves().items()]
     runs += [("SB3 CnnPolicy ", key, c) for key, c in peer_curves().items()]
     for system, (task, seed), curve in runs:

@@ -48,6 +48,22 @@ def test_a_peer_run_is_read_apart_from_ours(tmp_path):
     }
 
 
+def test_the_median_over_seeds_takes_each_seeds_last_evaluation():
+    curves = {
+        ("walker_walk", 0): [(4000, 900.0), (92_300, 371.0)],
+        ("walker_walk", 1): [(92_300, 381.0)],
+        ("walker_walk", 2): [(92_300, 500.0)],
+        ("cheetah_run", 0): [(94_600, 429.0)],
+        ("cheetah_run", 1): [(94_500, 427.0)],
+    }
+    assert dmc_pixels.seed_medians(curves) == {
+        "cheetah_run": (2, 428.0, 94_500, 94_600),
+        "walker_walk": (3, 381.0, 92_300, 92_300),
+    }
+    lines = dmc_pixels.summary_lines()
+    assert any(s.startswith("walker_walk: median ") for s in lines)
+
+
 def test_the_pixel_peer_refuses_a_run_that_would_train_nothing(capsys):
     from benchmarks import peer_sb3_pixels
 
