@@ -132,7 +132,8 @@ def summary_lines() -> List[str]:
     drq, drqv2 = drq_curves(), drqv2_curves()
     lines = []
     for task, (n, median, lo, hi) in seed_medians(our_curves()).items():
-        span = f"{lo / 1000:.1f}k" if lo == hi else f"{lo / 1000:.1f}k-{hi / 1000:.1f}k"
+        ends = dict.fromkeys((f"{lo / 1000:.1f}k", f"{hi / 1000:.1f}k"))
+        span = "-".join(ends)
         lines.append(
             f"{task}: median {median:.0f} of our {n} seeds' last evaluations ({span} frames)"
         )
