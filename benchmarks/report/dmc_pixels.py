@@ -129,15 +129,15 @@ def seed_medians(curves: Dict[Tuple[str, int], Curve]) -> Dict[str, Tuple[int, f
 
 
 def summary_lines() -> List[str]:
-    drq, drqv2 = drq_curves(), drqv2_curves()
+    drq, drqv2, ours = drq_curves(), drqv2_curves(), our_curves()
     lines = []
-    for task, (n, median, lo, hi) in seed_medians(our_curves()).items():
+    for task, (n, median, lo, hi) in seed_medians(ours).items():
         ends = dict.fromkeys((f"{lo / 1000:.1f}k", f"{hi / 1000:.1f}k"))
         span = "-".join(ends)
         lines.append(
             f"{task}: median {median:.0f} of our {n} seeds' last evaluations ({span} frames)"
         )
-    runs = [("", key, c) for key, c in our_curves().items()]
+    runs = [("", key, c) for key, c in ours.items()]
     runs += [("SB3 CnnPolicy ", key, c) for key, c in peer_curves().items()]
     for system, (task, seed), curve in runs:
         frames, value = curve[-1]
