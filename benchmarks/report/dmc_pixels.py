@@ -15,7 +15,11 @@ evaluation beside DrQ's median and range over distinct seeds at the nearest logg
 frame count, and DrQ-v2's mean and median over its 10 seeds at the same mark
 (`drqv2_curves_rows.csv`: the rows to 120k frames of curves/dmc_<task>.csv in
 facebookresearch/drqv2, logged every 20k frames; their 100k-frame means are the
-273 and 170 the issue quotes).
+273 and 170 the issue quotes). Last, each SB3 run's last evaluation beside each of
+our seeds' last evaluation at or before the same frames and within the same wall time,
+counted from each run's first evaluation (the peer's comes after its 1000 random
+warm-up steps, ours at the start, so ours are charged for their warm-up; the wall times
+are comparable only for runs on the same machine).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import csv
 import os
 import re
 import statistics
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "results", "dmc_pixels")
 DRQ_ROWS = os.path.join(HERE, "drq_planet_bench_rows.csv")
@@ -35,6 +39,7 @@ DRQ_REPEATED_SEEDS = {"cheetah_run": {"7", "9"}, "walker_walk": {"5"}}
 ACTION_REPEAT = {"cheetah_run": 4, "walker_walk": 2}
 
 Curve = List[Tuple[int, float]]  # (frames, return)
+TimedCurve = List[Tuple[float, int, float]]  # (seconds since the first evaluation, frames, return)
 OUR_COLORS = ("C0", "C2", "C3", "C4", "C5")  # one per seed of ours; DrQ's is C1
 # Folders of the SB3 peer's runs (benchmarks/peer_sb3_pixels.py) start with this.
 PEER_PREFIX = "sb3_"
@@ -79,6 +84,13 @@ def peer_curves(directory: str = HERE) -> Dict[Tuple[str, int], Curve]:
 
 
 def _curves(directory: str, prefix: str) -> Dict[Tuple[str, int], Curve]:
+    timed = timed_curves(directory, prefix)
+    return {key: [(frames, value) for _, frames, value in curve] for key, curve in timed.items()}
+
+
+def timed_curves(directory: str = HERE, prefix: str = "") -> Dict[Tuple[str, int], TimedCurve]:
+    """(task, seed) -> (seconds since the run's first evaluation, frames, return), for
+    our runs (prefix "") or the peer's (PEER_PREFIX)."""
     out = {}
     for name in sorted(os.listdir(directory)):
         match = re.fullmatch(r"(.+)_seed(\d+)", name)
@@ -91,11 +103,49 @@ def _curves(directory: str, prefix: str) -> Dict[Tuple[str, int], Curve]:
         task = task[len(prefix) :]
         with open(path) as f:
             rows = list(csv.DictReader(f))
-        repeat = ACTION_REPEAT[task]
+        if not rows:
+            continue
+        repeat, start = ACTION_REPEAT[task], float(rows[0]["wall_time"])
         out[(task, seed)] = [
-            (int(r["env_steps"]) * repeat, float(r["average_return"])) for r in rows
+            (
+                float(r["wall_time"]) - start,
+                int(r["env_steps"]) * repeat,
+                float(r["average_return"]),
+            )
+            for r in rows
         ]
     return out
+
+
+def _last_within(
+    curve: TimedCurve, column: int, limit: float
+) -> Optional[Tuple[float, int, float]]:
+    """The last evaluation of `curve` whose seconds (column 0) or frames (1) are <= limit."""
+    within = [point for point in curve if point[column] <= limit]
+    return within[-1] if within else None
+
+
+def peer_lines(
+    ours: Dict[Tuple[str, int], TimedCurve], peer: Dict[Tuple[str, int], TimedCurve]
+) -> List[str]:
+    """Each peer run's last evaluation beside each of our seeds' last evaluation at or
+    before the same frames, and within the same wall time since the first evaluation."""
+    lines = []
+    for (task, seed), curve in sorted(peer.items()):
+        seconds, frames, value = curve[-1]
+        mine = sorted((s, c) for (t, s), c in ours.items() if t == task)
+        parts = []
+        for column, limit, what in ((1, frames, "frames"), (0, seconds, "wall time")):
+            points = [(s, _last_within(c, column, limit)) for s, c in mine]
+            seeds = ", ".join(
+                f"seed {s} {p[2]:.0f} at {p[1] / 1000:.1f}k frames" for s, p in points if p
+            )
+            parts.append(f"ours by the same {what}: {seeds or 'none'}")
+        lines.append(
+            f"SB3 CnnPolicy {task} seed {seed}: {value:.0f} at {frames / 1000:.1f}k frames "
+            f"after {seconds / 3600:.2f} h; " + "; ".join(parts)
+        )
+    return lines
 
 
 def drq_at(curves: Dict[str, Curve], frames: int) -> Tuple[int, List[float]]:
@@ -150,7 +200,7 @@ def summary_lines() -> List[str]:
             f"{at2 / 1000:.0f}k: mean {statistics.mean(values2):.0f}, median "
             f"{statistics.median(values2):.0f} over {len(values2)} seeds"
         )
-    return lines
+    return lines + peer_lines(timed_curves(), timed_curves(prefix=PEER_PREFIX))
 
 
 def figure(path: str = os.path.join(HERE, "curves.png")) -> str:

@@ -87,3 +87,33 @@ def test_drqv2_rows_give_the_figures_the_issue_quotes():
         assert at == 100_000 and abs(statistics.mean(values) - mean) < 0.1
     (line,) = [s for s in dmc_pixels.summary_lines() if s.startswith("cheetah_run seed 0")]
     assert line.endswith("DrQ-v2 at 100k: mean 273, median 263 over 10 seeds")
+
+
+def test_a_peer_run_is_set_beside_ours_at_the_same_frames_and_wall_time():
+    ours = {
+        ("cheetah_run", 0): [(0.0, 420, 1.0), (600.0, 10_420, 150.0), (1200.0, 20_420, 300.0)],
+        ("cheetah_run", 1): [(0.0, 420, 2.0), (900.0, 10_420, 200.0)],
+        ("walker_walk", 0): [(0.0, 210, 3.0)],
+    }
+    peer = {("cheetah_run", 0): [(0.0, 4000, 0.5), (1000.0, 12_000, 90.0)]}
+    (line,) = dmc_pixels.peer_lines(ours, peer)
+    assert line == (
+        "SB3 CnnPolicy cheetah_run seed 0: 90 at 12.0k frames after 0.28 h; "
+        "ours by the same frames: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames; "
+        "ours by the same wall time: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames"
+    )
+    peer = {("walker_walk", 0): [(0.0, 100, 0.5)]}
+    (line,) = dmc_pixels.peer_lines({("cheetah_run", 0): ours[("cheetah_run", 0)]}, peer)
+    assert line.endswith("ours by the same frames: none; ours by the same wall time: none")
+
+
+def test_timed_curves_count_seconds_from_the_first_evaluation(tmp_path):
+    header = "train_step,env_steps,average_return,average_episode_length,wall_time\n"
+    (tmp_path / "sb3_walker_walk_seed1").mkdir()
+    (tmp_path / "sb3_walker_walk_seed1" / "results.csv").write_text(
+        header + "0,1000,4.0,500,100.5\n1250,2250,60.0,500,1300.5\n"
+    )
+    assert dmc_pixels.timed_curves(str(tmp_path), dmc_pixels.PEER_PREFIX) == {
+        ("walker_walk", 1): [(0.0, 2000, 4.0), (1200.0, 4500, 60.0)]
+    }
+    assert dmc_pixels.timed_curves(str(tmp_path)) == {}
