@@ -16,7 +16,7 @@ frame count, and DrQ-v2's mean and median over its 10 seeds at the same mark
 (`drqv2_curves_rows.csv`: the rows to 120k frames of curves/dmc_<task>.csv in
 facebookresearch/drqv2, logged every 20k frames; their 100k-frame means are the
 273 and 170 the issue quotes). Last, each SB3 run's last evaluation beside each of
-our seeds' last evaluation at or before the same frames and within the same wall time,
+our seeds' evaluation nearest the same frames and its last within the same wall time,
 counted from each run's first evaluation (the peer's comes after its 1000 random
 warm-up steps, ours at the start, so ours are charged for their warm-up; the wall times
 are comparable only for runs on the same machine).
@@ -117,33 +117,37 @@ def timed_curves(directory: str = HERE, prefix: str = "") -> Dict[Tuple[str, int
     return out
 
 
-def _last_within(
-    curve: TimedCurve, column: int, limit: float
-) -> Optional[Tuple[float, int, float]]:
-    """The last evaluation of `curve` whose seconds (column 0) or frames (1) are <= limit."""
-    within = [point for point in curve if point[column] <= limit]
+def _nearest_frames(curve: TimedCurve, frames: int) -> Tuple[float, int, float]:
+    """The evaluation of `curve` nearest `frames` (the earlier one on a tie)."""
+    return min(curve, key=lambda point: (abs(point[1] - frames), point[1]))
+
+
+def _last_within(curve: TimedCurve, seconds: float) -> Optional[Tuple[float, int, float]]:
+    """The last evaluation of `curve` at most `seconds` after its first one."""
+    within = [point for point in curve if point[0] <= seconds]
     return within[-1] if within else None
+
+
+def _seed_points(points: List[Tuple[int, Optional[Tuple[float, int, float]]]]) -> str:
+    text = ", ".join(f"seed {s} {p[2]:.0f} at {p[1] / 1000:.1f}k frames" for s, p in points if p)
+    return text or "none"
 
 
 def peer_lines(
     ours: Dict[Tuple[str, int], TimedCurve], peer: Dict[Tuple[str, int], TimedCurve]
 ) -> List[str]:
-    """Each peer run's last evaluation beside each of our seeds' last evaluation at or
-    before the same frames, and within the same wall time since the first evaluation."""
+    """Each peer run's last evaluation beside each of our seeds' evaluation nearest the
+    same frames, and their last one within the same wall time since the first evaluation."""
     lines = []
     for (task, seed), curve in sorted(peer.items()):
         seconds, frames, value = curve[-1]
         mine = sorted((s, c) for (t, s), c in ours.items() if t == task)
-        parts = []
-        for column, limit, what in ((1, frames, "frames"), (0, seconds, "wall time")):
-            points = [(s, _last_within(c, column, limit)) for s, c in mine]
-            seeds = ", ".join(
-                f"seed {s} {p[2]:.0f} at {p[1] / 1000:.1f}k frames" for s, p in points if p
-            )
-            parts.append(f"ours by the same {what}: {seeds or 'none'}")
+        by_frames = _seed_points([(s, _nearest_frames(c, frames)) for s, c in mine])
+        by_time = _seed_points([(s, _last_within(c, seconds)) for s, c in mine])
         lines.append(
             f"SB3 CnnPolicy {task} seed {seed}: {value:.0f} at {frames / 1000:.1f}k frames "
-            f"after {seconds / 3600:.2f} h; " + "; ".join(parts)
+            f"after {seconds / 3600:.2f} h; ours nearest the same frames: {by_frames}; "
+            f"ours within the same wall time: {by_time}"
         )
     return lines
 

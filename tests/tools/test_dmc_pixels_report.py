@@ -99,12 +99,18 @@ def test_a_peer_run_is_set_beside_ours_at_the_same_frames_and_wall_time():
     (line,) = dmc_pixels.peer_lines(ours, peer)
     assert line == (
         "SB3 CnnPolicy cheetah_run seed 0: 90 at 12.0k frames after 0.28 h; "
-        "ours by the same frames: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames; "
-        "ours by the same wall time: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames"
+        "ours nearest the same frames: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames; "
+        "ours within the same wall time: seed 0 150 at 10.4k frames, seed 1 200 at 10.4k frames"
     )
     peer = {("walker_walk", 0): [(0.0, 100, 0.5)]}
     (line,) = dmc_pixels.peer_lines({("cheetah_run", 0): ours[("cheetah_run", 0)]}, peer)
-    assert line.endswith("ours by the same frames: none; ours by the same wall time: none")
+    assert line.endswith("ours nearest the same frames: none; ours within the same wall time: none")
+    # Nearest in frames, either side: 34.0k is set beside 34.4k, not the 24.4k before it.
+    ours = {("cheetah_run", 2): [(0.0, 420, 0.0), (10.0, 24_440, 78.0), (20.0, 34_448, 137.0)]}
+    peer = {("cheetah_run", 0): [(0.0, 4000, 0.3), (5.0, 34_000, 151.0)]}
+    (line,) = dmc_pixels.peer_lines(ours, peer)
+    assert "ours nearest the same frames: seed 2 137 at 34.4k frames;" in line
+    assert line.endswith("ours within the same wall time: seed 2 0 at 0.4k frames")
 
 
 def test_timed_curves_count_seconds_from_the_first_evaluation(tmp_path):
