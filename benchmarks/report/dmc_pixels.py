@@ -28,7 +28,7 @@ import csv
 import os
 import re
 import statistics
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "results", "dmc_pixels")
 DRQ_ROWS = os.path.join(HERE, "drq_planet_bench_rows.csv")
@@ -122,14 +122,14 @@ def _nearest_frames(curve: TimedCurve, frames: int) -> Tuple[float, int, float]:
     return min(curve, key=lambda point: (abs(point[1] - frames), point[1]))
 
 
-def _last_within(curve: TimedCurve, seconds: float) -> Optional[Tuple[float, int, float]]:
-    """The last evaluation of `curve` at most `seconds` after its first one."""
-    within = [point for point in curve if point[0] <= seconds]
-    return within[-1] if within else None
+def _last_within(curve: TimedCurve, seconds: float) -> Tuple[float, int, float]:
+    """The last evaluation of `curve` at most `seconds` (>= 0) after its first one, which
+    is at 0 s (timed_curves)."""
+    return [point for point in curve if point[0] <= seconds][-1]
 
 
-def _seed_points(points: List[Tuple[int, Optional[Tuple[float, int, float]]]]) -> str:
-    text = ", ".join(f"seed {s} {p[2]:.0f} at {p[1] / 1000:.1f}k frames" for s, p in points if p)
+def _seed_points(points: List[Tuple[int, Tuple[float, int, float]]]) -> str:
+    text = ", ".join(f"seed {s} {p[2]:.0f} at {p[1] / 1000:.1f}k frames" for s, p in points)
     return text or "none"
 
 
